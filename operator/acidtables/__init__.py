@@ -1,0 +1,12 @@
+"""acidtables: ACID tables whose every commit is an etcd compare-and-swap.
+
+The public names users start from are re-exported here; everything else lives in its subpackage
+(`acidtables.core`, `acidtables.spark`, `acidtables.operator`, `acidtables.metrics`, `acidtables.cli`).
+"""
+
+from acidtables.core.catalog import Catalog
+from acidtables.core.table import Change, HistoryEntry, Table
+from acidtables.core.transaction import CommitInfo, Transaction
+
+__all__ = ["Catalog", "Change", "CommitInfo", "HistoryEntry", "Table", "Transaction"]
+__version__ = "0.1.0"

@@ -1,0 +1,296 @@
+"""The catalog: names -> tables, and the entry point users start from (design §7).
+
+`Catalog.connect()` reads `ACIDTABLES_*` settings (pods, clusters); `Catalog.local()` runs an embedded
+etcd and a warehouse under the user's data directory (development, the demo). Either way a table is
+created with version 0 (its definition) and the catalog entry in one etcd transaction, so a table either
+fully exists or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import (
+    InvalidArgumentError,
+    ProtocolChangedException,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from .etcd import Coordinator
+from .operations import IsolationLevel, OpClass, Operation, Policy
+from .records import Column, CommitRecord, Head, Protocol, TableMetadata, parse_schema
+from .services import Services
+from .settings import EtcdSettings, Settings
+from .table import Table
+from .transaction import CommitInfo
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_NAMESPACE = "default"
+
+
+def split_name(name: str, *, method: str) -> tuple[str, str]:
+    """`"sales.orders"` -> ("sales", "orders"); a bare name is in the `default` namespace."""
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"{method}(): table name must be a string like 'sales.orders', found {name!r}")
+    parts = name.split(".")
+    if len(parts) == 1:
+        parts = [DEFAULT_NAMESPACE, parts[0]]
+    if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
+        raise InvalidArgumentError(
+            f"{method}(): table name {name!r} must be 'namespace.name' with letters, digits and underscores"
+        )
+    return parts[0], parts[1]
+
+
+def user_data_dir() -> Path:
+    """$ACIDTABLES_HOME, else the XDG data directory (~/.local/share/acidtables)."""
+    home = os.environ.get("ACIDTABLES_HOME")
+    if home:
+        return Path(home)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "acidtables"
+
+
+class Catalog:
+    """Tables by name. Create one per process and close it (or use it as a context manager)."""
+
+    def __init__(self, settings: Settings, *, services: Services | None = None, owned: Any = None) -> None:
+        self.settings = settings
+        self.services = services or Services(settings, Coordinator(settings.etcd))
+        self._owned = owned  # an embedded etcd this catalog started, stopped on close()
+
+    # --- construction --------------------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, env: Mapping[str, str] | None = None) -> Catalog:
+        """Connect with ACIDTABLES_ETCD_ENDPOINTS, ACIDTABLES_WAREHOUSE and the other ACIDTABLES_* settings."""
+        return cls(Settings.from_env(env))
+
+    @classmethod
+    def local(cls, path: str | Path | None = None) -> Catalog:
+        """An embedded etcd and a local warehouse under `path` (default: the user's data directory).
+
+        Reuses an embedded etcd another process already runs for the same directory; otherwise starts
+        one that this catalog stops on close().
+        """
+        from .embedded import EmbeddedEtcd
+
+        root = Path(path) if path is not None else user_data_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        warehouse = root / "warehouse"
+        warehouse.mkdir(exist_ok=True)
+        marker = root / "etcd-endpoint.json"
+        owned = None
+        endpoint = None
+        if marker.exists():
+            try:
+                endpoint = json.loads(marker.read_text())["endpoint"]
+                Coordinator(EtcdSettings((endpoint,), unavailable_timeout_seconds=1.0)).ping()
+            except Exception:  # stale marker: the process that started it is gone
+                endpoint = None
+        if endpoint is None:
+            owned = EmbeddedEtcd(root / "etcd").start()
+            endpoint = owned.endpoint
+            marker.write_text(json.dumps({"endpoint": endpoint, "pid": owned.pid}))
+            logger.info("started an embedded etcd at %s (data in %s)", endpoint, root / "etcd")
+        settings = Settings(etcd=EtcdSettings((endpoint,)), warehouse=str(warehouse))
+        return cls(settings, owned=owned)
+
+    def close(self) -> None:
+        self.services.coordinator.close()
+        if self._owned is not None:
+            self._owned.stop()
+            self._owned = None
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- tables --------------------------------------------------------------------------------------
+
+    def create_table(
+        self,
+        name: str,
+        schema: str | Sequence[Column] | Sequence[tuple[str, str]],
+        *,
+        partition_by: Sequence[str] = (),
+        primary_key: Sequence[str] = (),
+        location: str | None = None,
+        conflict_policy: str | None = None,
+        isolation_level: str | None = None,
+        row_level_concurrency: bool = False,
+        properties: Mapping[str, str] | None = None,
+    ) -> Table:
+        """Create a table at version 0. The conflict policy is fixed from now on (conflict-rules D-01):
+        default `maxcompute` with a primary key (which it requires), `delta` + WriteSerializable without."""
+        method = "create_table"
+        namespace, short = split_name(name, method=method)
+        columns = parse_schema(schema, method=method)
+        names = {c.name.lower(): c.name for c in columns}
+        partition_by = self._check_columns(partition_by, names, "partition_by")
+        primary_key = self._check_columns(primary_key, names, "primary_key")
+        policy = self._policy(conflict_policy, primary_key)
+        level = self._isolation(policy, isolation_level)
+        if row_level_concurrency and policy is not Policy.DELTA:
+            raise InvalidArgumentError(
+                f"{method}(): row_level_concurrency needs the delta policy (deletion vectors); this table uses "
+                f"{policy.value}"
+            )
+        if not isinstance(row_level_concurrency, bool):
+            raise InvalidArgumentError(f"{method}(): row_level_concurrency must be True or False")
+        table_id = uuid.uuid4().hex
+        now = self.services.clock()
+        location = (location or f"{self.settings.warehouse.rstrip('/')}/{namespace}/{short}-{table_id[:8]}").rstrip("/")
+        metadata = TableMetadata(
+            table_id=table_id,
+            name=f"{namespace}.{short}",
+            location=location,
+            columns=columns,
+            partition_by=partition_by,
+            primary_key=primary_key,
+            conflict_policy=policy,
+            isolation_level=level,
+            row_level_concurrency=row_level_concurrency,
+            properties={str(k): str(v) for k, v in (properties or {}).items()},
+            created_at=now,
+        )
+        txn_id = uuid.uuid4().hex
+        record = CommitRecord(
+            txn_id=txn_id,
+            version=0,
+            read_version=-1,
+            operation=Operation.CREATE_TABLE,
+            op_class=OpClass.META,
+            policy=policy,
+            isolation_level=level,
+            committed_at=now,
+            metadata=metadata,
+            protocol=Protocol(),
+        )
+        entry = {"table_id": table_id, "name": metadata.name, "location": location, "created_at": now}
+        coordinator = self.services.coordinator
+        if coordinator.get_catalog_entry(namespace, short) is not None:
+            raise TableAlreadyExistsError(f"{method}(): {metadata.name} already exists; drop it first or pick a name")
+        self.services.storage(location).make_root()
+        created = coordinator.create_table(
+            namespace, short, entry, table_id, record.to_json(), Head(0, None, txn_id).to_json()
+        )
+        if not created:
+            # seed 004 / §13.1 rule 1: two writers creating the same table at once
+            winner = coordinator.get_catalog_entry(namespace, short) or {}
+            raise ProtocolChangedException(
+                table=metadata.name,
+                operation="CREATE TABLE",
+                read_version=-1,
+                winning_version=0,
+                winning_operation="CREATE TABLE",
+                detail=f"another writer created it concurrently (table id {winner.get('table_id', '?')})",
+            )
+        logger.info("created %s (policy %s) at %s", metadata.name, policy.value, location)
+        return Table(self.services, table_id, metadata.name, location)
+
+    @staticmethod
+    def _check_columns(given: Sequence[str], names: Mapping[str, str], argument: str) -> tuple[str, ...]:
+        if isinstance(given, str):
+            given = [given]
+        out = []
+        for column in given:
+            actual = names.get(str(column).lower())
+            if actual is None:
+                raise InvalidArgumentError(
+                    f"create_table(): {argument} column {column!r} is not in the schema ({', '.join(names.values())})"
+                )
+            if actual in out:
+                raise InvalidArgumentError(f"create_table(): {argument} names {actual!r} twice")
+            out.append(actual)
+        return tuple(out)
+
+    @staticmethod
+    def _policy(value: str | None, primary_key: tuple[str, ...]) -> Policy:
+        if value is None:
+            return Policy.MAXCOMPUTE if primary_key else Policy.DELTA
+        try:
+            policy = Policy(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"create_table(): conflict_policy={value!r}; use one of {', '.join(p.value for p in Policy)}"
+            ) from None
+        if policy is Policy.MAXCOMPUTE and not primary_key:
+            raise InvalidArgumentError(
+                "create_table(): conflict_policy 'maxcompute' is for primary-key tables; give primary_key=[...] "
+                "or use 'maxcompute-transactional' or 'delta' for a table without one"
+            )
+        if policy is not Policy.MAXCOMPUTE and primary_key:
+            raise InvalidArgumentError(
+                f"create_table(): a primary-key table uses conflict_policy 'maxcompute' (merge-on-read); "
+                f"{policy.value!r} is for tables without a primary key"
+            )
+        return policy
+
+    @staticmethod
+    def _isolation(policy: Policy, value: str | None) -> IsolationLevel | None:
+        if policy is not Policy.DELTA:
+            if value is not None:
+                raise InvalidArgumentError(
+                    f"create_table(): isolation_level applies to the delta policy only, not {policy.value!r}"
+                )
+            return None
+        if value is None:
+            return IsolationLevel.WRITE_SERIALIZABLE
+        try:
+            return IsolationLevel(value)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"create_table(): isolation_level={value!r}; use 'Serializable' or 'WriteSerializable'"
+            ) from None
+
+    def _entry(self, name: str, method: str) -> tuple[str, str, dict[str, Any]]:
+        namespace, short = split_name(name, method=method)
+        entry = self.services.coordinator.get_catalog_entry(namespace, short)
+        if entry is None:
+            raise TableNotFoundError(f"{method}(): no table {namespace}.{short}; list_tables() shows what exists")
+        return namespace, short, entry
+
+    def table(self, name: str) -> Table:
+        _, _, entry = self._entry(name, "table")
+        return Table(self.services, entry["table_id"], entry["name"], entry["location"])
+
+    def list_tables(self, namespace: str | None = None) -> list[str]:
+        if namespace is not None and not _NAME.match(namespace):
+            raise InvalidArgumentError(f"list_tables(): namespace {namespace!r} is not a plain identifier")
+        return sorted(e["name"] for e in self.services.coordinator.list_catalog(namespace))
+
+    def drop_table(self, name: str, *, delete_data: bool = False) -> None:
+        """Remove the table from the catalog; its files stay unless `delete_data=True`."""
+        namespace, short, entry = self._entry(name, "drop_table")
+        if not self.services.coordinator.drop_table(namespace, short, entry["table_id"]):
+            raise TableNotFoundError(f"drop_table(): {namespace}.{short} was dropped concurrently")
+        self.services.snapshots.forget(entry["table_id"])
+        if delete_data:
+            self.services.storage(entry["location"]).delete("")
+        logger.info("dropped %s.%s (data %s)", namespace, short, "deleted" if delete_data else "kept")
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: str | Sequence[Column] | None = None,
+        properties: Mapping[str, str] | None = None,
+        isolation_level: str | None = None,
+    ) -> CommitInfo:
+        """Commit a metadata change. Every write that overlaps it fails with MetadataChangedException."""
+        table = self.table(name)
+        with table.begin(Operation.ALTER) as txn:
+            txn.update_metadata(add_columns=add_columns, properties=properties, isolation_level=isolation_level)
+            return txn.commit()

@@ -1,0 +1,273 @@
+"""The commit loop: compare-and-swap the head, and on a lost compare judge the winners and rebase.
+
+This is the only place that does I/O for a commit, in the etcd STM shape: (1) try the CAS; (2) if it
+lost, the same round trip brought back the log since our read version, so judge each winning commit in
+log order with the table's pure policy (conflict-rules §1.4); (3) rebase and try again, bounded and with
+jittered backoff, or fail with the policy's exception. A lost answer is resolved by looking the txn id
+up before anything is retried (D-30), so a commit is never applied twice nor reported failed when it
+landed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from . import events
+from .conflicts import judge
+from .errors import (
+    CommitOutcomeUnknown,
+    CommitRetriesExhausted,
+    ConcurrentModificationException,
+    CoordinatorUnavailable,
+    TableNotFoundError,
+)
+from .etcd import CasResult, CommitAnswerLost
+from .records import CommitRecord, Head
+from .services import Services
+
+if TYPE_CHECKING:
+    from .transaction import CommitInfo, Transaction
+
+logger = logging.getLogger(__name__)
+
+
+class Committer:
+    def __init__(self, services: Services, txn: Transaction) -> None:
+        self.services = services
+        self.txn = txn
+        self.meta = txn.metadata
+        self.table_id = txn.metadata.table_id
+        self.storage = services.storage(txn.metadata.location)
+        self.settings = services.settings.commit
+        self.started = time.monotonic()
+
+    # --- events --------------------------------------------------------------------------------------
+
+    def _event(self, kind: str, **fields: Any) -> events.CommitEvent:
+        namespace, _, name = self.meta.name.partition(".")
+        return events.CommitEvent(
+            kind=kind,
+            namespace=namespace,
+            table=name,
+            table_id=self.table_id,
+            operation=self.txn.operation.value,
+            txn_id=self.txn.txn_id,
+            duration_seconds=time.monotonic() - self.started,
+            **fields,
+        )
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def run(self) -> CommitInfo:
+        txn = self.txn
+        intent = txn.intent()
+        applied = self._already_applied(intent)
+        if applied is not None:
+            return applied
+        base_version = txn.read_version
+        base_time = txn.snapshot.time_version
+        expected_revision = txn.head_revision
+        attempt = 0
+        while True:
+            attempt += 1
+            now = self.services.clock()
+            # D-19: strictly increasing even when clocks disagree; only data changes get one (D-20)
+            time_version = max(now, (base_time or 0) + 1) if txn.operation.changes_data else None
+            record = replace(
+                intent, version=base_version + 1, committed_at=now, time_version=time_version, retries=attempt - 1
+            )
+            head = Head(record.version, time_version if time_version is not None else base_time, txn.txn_id)
+            try:
+                result = self.services.coordinator.compare_and_swap(
+                    self.table_id,
+                    expected_revision,
+                    base_version,
+                    record.version,
+                    self._log_entry(record, attempt),
+                    head.to_json(),
+                    txn.txn_id,
+                    time_version,
+                )
+            except CommitAnswerLost as lost:
+                result = self._after_lost_answer(lost, base_version)
+                if result.succeeded:
+                    landed = self._decode(result.log[0])
+                    return self._finish(landed)
+            if result.succeeded:
+                return self._finish(record)
+            if result.head is None:
+                self._give_up()
+                raise TableNotFoundError(f"{self.meta.name} was dropped while {txn.operation.display} was running")
+            for entry in result.log:
+                winner = self._decode(entry)
+                if winner.version <= base_version:
+                    continue
+                if winner.txn_id == txn.txn_id:
+                    return self._finish(winner)  # an earlier attempt landed; its answer was lost
+                verdict = judge(winner, intent, self.meta)
+                if isinstance(verdict, ConcurrentModificationException):
+                    self._fail(verdict)
+                    raise verdict
+                intent = verdict
+                base_version = winner.version
+                if winner.time_version is not None:
+                    base_time = winner.time_version
+            expected_revision = result.head.mod_revision
+            if int(result.head.value["version"]) != base_version:
+                # the head moved past the log we were sent (a commit landed in between): read again
+                continue
+            if attempt >= self.settings.max_attempts:
+                self._give_up()
+                events.emit(self._event("exhausted", retries=attempt))
+                raise CommitRetriesExhausted(
+                    f"{txn.operation.display} on {self.meta.name} was rebased {attempt} times without winning the "
+                    f"compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS={self.settings.max_attempts}); nothing "
+                    "was committed. The table is very busy: retry later or raise the limit."
+                )
+            delay = self.services.rng.uniform(
+                0, min(self.settings.backoff_max_seconds, self.settings.backoff_seconds * 2 ** (attempt - 1))
+            )
+            events.emit(self._event("retry", retries=attempt))
+            logger.info(
+                "%s: txn %s (read version %d) rebased onto version %d, attempt %d/%d, retrying in %.3f s",
+                self.meta.name,
+                txn.txn_id,
+                txn.read_version,
+                base_version,
+                attempt + 1,
+                self.settings.max_attempts,
+                delay,
+            )
+            time.sleep(delay)
+
+    # --- pieces --------------------------------------------------------------------------------------
+
+    def _decode(self, entry: dict[str, Any]) -> CommitRecord:
+        return self.services.decode_log_entry(self.meta.location, entry)
+
+    def _log_entry(self, record: CommitRecord, attempt: int) -> dict[str, Any]:
+        """The record itself, or (when large) a pointer to an immutable commit file written first."""
+        data = record.to_json()
+        encoded = json.dumps(data, separators=(",", ":")).encode()
+        if len(encoded) <= self.settings.inline_record_max_bytes:
+            return data
+        path = self.storage.commit_file(record.txn_id, attempt)
+        self.storage.write_exclusive(path, encoded)
+        return {
+            "version": record.version,
+            "txn_id": record.txn_id,
+            "operation": record.operation.value,
+            "commit_file": path,
+        }
+
+    def _already_applied(self, intent: CommitRecord) -> CommitInfo | None:
+        """D-27: a write whose (app id, version) the table already has is skipped as already applied."""
+        from .transaction import CommitInfo
+
+        for app_id, version in intent.app_ids.items():
+            recorded = self.txn.snapshot.app_ids.get(app_id)
+            if recorded is not None and recorded[0] >= version:
+                self.txn.discard_staged(keep=())
+                self.txn._forget_inflight()
+                logger.info(
+                    "%s: application %r version %d already applied at version %d; skipped",
+                    self.meta.name,
+                    app_id,
+                    version,
+                    recorded[1],
+                )
+                return CommitInfo(
+                    version=recorded[1],
+                    time_version=None,
+                    retries=0,
+                    txn_id=intent.txn_id,
+                    operation=intent.operation.value,
+                    skipped=True,
+                )
+        return None
+
+    def _after_lost_answer(self, lost: CommitAnswerLost, base_version: int) -> CasResult:
+        """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
+        coordinator = self.services.coordinator
+        try:
+            landed = coordinator.find_txn(self.table_id, self.txn.txn_id)
+            if landed is not None:
+                logger.info(
+                    "%s: txn %s landed at version %d although its answer was lost (%s)",
+                    self.meta.name,
+                    self.txn.txn_id,
+                    landed,
+                    lost,
+                )
+                return CasResult(True, None, coordinator.read_log(self.table_id, landed - 1, landed))
+            head = coordinator.read_head(self.table_id)
+            return CasResult(False, head, coordinator.read_log(self.table_id, base_version))
+        except CoordinatorUnavailable as exc:
+            raise CommitOutcomeUnknown(
+                f"the commit of {self.txn.operation.display} on {self.meta.name} (txn {self.txn.txn_id}) was sent "
+                f"but etcd's answer was lost and etcd stayed unreachable: it may or may not have landed. Its staged "
+                f"files are kept. Once etcd is back, Table.find_commit({self.txn.txn_id!r}) tells which.",
+                txn_id=self.txn.txn_id,
+            ) from exc
+        except LookupError:
+            raise TableNotFoundError(f"{self.meta.name} was dropped while the commit was running") from None
+
+    def _finish(self, record: CommitRecord) -> CommitInfo:
+        """After the commit point nothing raises: cleanup and checkpoint failures are warnings."""
+        from .transaction import CommitInfo, to_datetime
+
+        txn = self.txn
+        txn.discard_staged(keep=[f.path for f in record.adds])
+        txn._forget_inflight()
+        events.emit(self._event("committed", version=record.version, retries=record.retries))
+        if record.version % self.settings.checkpoint_interval == 0:
+            try:
+                snapshot = self.services.snapshots.load(self.table_id, self.meta.location, record.version)
+                self.services.snapshots.write_checkpoint(snapshot, txn.txn_id)
+            except Exception as exc:  # a checkpoint is an optimisation; the next one covers the gap
+                logger.warning(
+                    "%s: checkpoint at version %d failed (%s); snapshots read more log until the next",
+                    self.meta.name,
+                    record.version,
+                    exc,
+                )
+        logger.debug(
+            "%s: txn %s committed version %d after %d retries",
+            self.meta.name,
+            txn.txn_id,
+            record.version,
+            record.retries,
+        )
+        return CommitInfo(
+            version=record.version,
+            time_version=to_datetime(record.time_version),
+            retries=record.retries,
+            txn_id=txn.txn_id,
+            operation=record.operation.value,
+            files_added=len(record.adds),
+            files_removed=len(record.removes),
+        )
+
+    def _fail(self, conflict: ConcurrentModificationException) -> None:
+        self._give_up()
+        events.emit(self._event("conflict", exception=type(conflict).__name__))
+        self.services.coordinator.record_event(
+            self.table_id,
+            self.txn.txn_id,
+            {
+                "kind": "conflict",
+                "table": self.meta.name,
+                "operation": self.txn.operation.value,
+                "exception": type(conflict).__name__,
+                **conflict.to_dict(),
+            },
+            self.settings.event_ttl_seconds,
+        )
+
+    def _give_up(self) -> None:
+        self.txn.discard_staged(keep=())
+        self.txn._forget_inflight()

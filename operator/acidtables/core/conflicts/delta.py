@@ -1,0 +1,210 @@
+"""Policy `delta`: Delta Lake's optimistic concurrency at file or row level (seeds 003/004).
+
+This is conflict-rules §13.1, the normative validation algorithm, one function per rule in rule order;
+each returns the named exception or None. The recovered matrices of §8.1 are what these rules produce,
+not a separate table: tests check every row of both matrices against this module.
+
+Row-level concurrency (RLC: deletion vectors on and an unpartitioned table) moves rules 5 and 6 from files
+to rows. Two writers that hide different rows of the same file through deletion vectors are rebased by
+merging the vectors; a deletion vector on a file that a plain OPTIMIZE rewrote is moved onto the output
+through the output's ordered lineage (D-25's row ids, computed from metadata alone).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import replace
+
+from ..errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+)
+from ..expressions import might_match
+from ..operations import IsolationLevel, OpClass
+from ..records import CommitRecord, DataFile, TableMetadata
+from .common import Verdict, conflict, protocol_or_metadata_changed, same_application
+
+
+def protocol_or_metadata(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """Rules 1-2: ProtocolChangedException, then MetadataChangedException."""
+    return protocol_or_metadata_changed(winner, intent, table)
+
+
+def concurrent_transaction(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """Rule 3: the winner wrote for an application id this transaction writes for."""
+    return same_application(winner, intent, table)
+
+
+def concurrent_append(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """Rule 4: the winner added data where this transaction read."""
+    if intent.blind_append:
+        return None
+    if not intent.changes_data:
+        return None  # a compaction or an empty commit: snapshot isolation (R7)
+    write_serializable = (
+        intent.isolation_level or IsolationLevel.WRITE_SERIALIZABLE
+    ) is IsolationLevel.WRITE_SERIALIZABLE
+    if winner.blind_append and write_serializable and intent.metadata is None:
+        return None  # D-26: blind appends do not conflict under WriteSerializable
+    rows = table.rlc_in_effect
+    rewritten = winner.removed_paths()
+    # D-15: only files added with dataChange=true are appends
+    candidates = [f for f in winner.adds if f.data_change]
+    if rows:
+        # rows: a deletion-vector update re-adds the same file, which adds no row
+        candidates = [f for f in candidates if f.path not in rewritten]
+    for file in candidates:
+        if intent.reads_whole_table:
+            return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}")
+        bounds = file.bounds() if rows else file.partition_bounds()
+        if any(might_match(p, bounds) for p in intent.read_predicates):
+            return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}")
+    return None
+
+
+def _new_positions(before: DataFile, after: DataFile) -> set[int]:
+    return set(after.deletion_vector or ()) - set(before.deletion_vector or ())
+
+
+def _map_onto_output(output: DataFile, inputs: dict[str, DataFile], path: str, positions: set[int]) -> set[int]:
+    """Row ids through an ordered lineage: the output holds its inputs' live rows in order, so position
+    `p` of input `path` is the output row after all earlier inputs' live rows and the live rows before p."""
+    offset = 0
+    for source in output.lineage:
+        entry = inputs[source]
+        hidden = sorted(entry.deletion_vector or ())
+        if source == path:
+            return {offset + p - bisect_left(hidden, p) for p in positions if p not in set(hidden)}
+        offset += entry.rows - len(hidden)
+    raise KeyError(path)
+
+
+def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """The row-level exceptions of rules 5 and 6: rebase deletion-vector changes instead of failing.
+
+    Applies with RLC, or with deletion vectors on when the winner is a plain (non-Z-order) OPTIMIZE. A
+    file this transaction rewrites whole (not through a deletion vector) and the winner also changed
+    fails with ConcurrentDeleteRead; an OPTIMIZE's inputs are left to rule 6.
+    """
+    plain_optimize = winner.op_class is OpClass.OPT
+    if not (table.rlc_in_effect or (table.deletion_vectors and plain_optimize)):
+        return intent
+    w_removed = {f.path: f for f in winner.removes}
+    if not w_removed.keys() & intent.removed_paths():
+        return intent
+    w_added = {f.path: f for f in winner.adds}
+    l_added = {f.path: f for f in intent.adds}
+    removes: list[DataFile] = []
+    moved: dict[str, DataFile] = {}  # winner's outputs that now carry our deletion vector, by path
+    dropped_adds: set[str] = set()
+    for old in intent.removes:
+        if old.path not in w_removed:
+            removes.append(old)
+            continue
+        mine = l_added.get(old.path)
+        if mine is None:
+            if intent.op_class in (OpClass.OPT, OpClass.OPTZ):
+                removes.append(old)  # rule 6 decides what happens to a compaction's inputs
+                continue
+            return conflict(
+                ConcurrentDeleteReadException,
+                winner,
+                intent,
+                table,
+                f"{old.path} is rewritten by both; it has no deletion vector to merge",
+            )
+        ours = _new_positions(old, mine)
+        theirs = w_added.get(old.path)
+        if theirs is not None:
+            # both only hid rows of the same file: fine unless a row is in both (D-23)
+            if ours & _new_positions(w_removed[old.path], theirs):
+                return conflict(
+                    ConcurrentDeleteReadException,
+                    winner,
+                    intent,
+                    table,
+                    f"a row of {old.path} was deleted or modified by both",
+                )
+            removes.append(theirs)
+            l_added[old.path] = replace(mine, deletion_vector=tuple(sorted(set(theirs.deletion_vector or ()) | ours)))
+            continue
+        outputs = [o for o in winner.adds if old.path in o.lineage]
+        if not (
+            plain_optimize
+            and len(outputs) == 1
+            and outputs[0].ordered_lineage
+            and all(p in w_removed for p in outputs[0].lineage)
+        ):
+            # D-25: no row ids to follow the rows to their new file; fall back to the file-level rule
+            return conflict(ConcurrentDeleteReadException, winner, intent, table, f"{old.path} was rewritten")
+        output = moved.get(outputs[0].path, outputs[0])
+        mapped = _map_onto_output(output, w_removed, old.path, ours)
+        moved[output.path] = replace(
+            output, deletion_vector=tuple(sorted(set(output.deletion_vector or ()) | mapped)), data_change=True
+        )
+        dropped_adds.add(old.path)
+    for path, output in moved.items():
+        removes.append(w_added[path])
+        l_added[path] = output
+    adds = tuple(f for p, f in l_added.items() if p not in dropped_adds)
+    return replace(intent, removes=tuple(removes), adds=adds)
+
+
+def concurrent_delete_read(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """Rule 5: the winner removed a file this transaction read (or any file, if it read the whole table)."""
+    if table.rlc_in_effect or (table.deletion_vectors and winner.op_class is OpClass.OPT):
+        return None  # the row-level form of this rule ran in rebase_rows
+    removed = winner.removed_paths()
+    hit = sorted(removed & set(intent.read_files))
+    if hit:
+        return conflict(ConcurrentDeleteReadException, winner, intent, table, f"removed {hit[0]}")
+    if intent.reads_whole_table and removed:
+        return conflict(ConcurrentDeleteReadException, winner, intent, table, "this transaction read the whole table")
+    return None
+
+
+def concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict | None:
+    """Rule 6: the winner removed a file this transaction also removes.
+
+    With deletion vectors on, a plain OPTIMIZE still succeeds: it drops the output bins whose inputs are
+    gone (D-24), which can leave it an empty commit; it never resurrects or duplicates rows.
+    """
+    both = winner.removed_paths() & intent.removed_paths()
+    if not both:
+        return None
+    if table.deletion_vectors and intent.op_class is OpClass.OPT:
+        kept_adds, dropped_inputs = [], set()
+        for output in intent.adds:
+            if set(output.lineage) & both:
+                dropped_inputs |= set(output.lineage)
+            else:
+                kept_adds.append(output)
+        if both <= dropped_inputs:
+            removes = tuple(f for f in intent.removes if f.path not in dropped_inputs)
+            return replace(intent, adds=tuple(kept_adds), removes=removes)
+    return conflict(ConcurrentDeleteDeleteException, winner, intent, table, f"both remove {sorted(both)[0]}")
+
+
+def judge(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    for rule in (protocol_or_metadata, concurrent_transaction, concurrent_append):
+        exc = rule(winner, intent, table)
+        if exc is not None:
+            return exc
+    rebased = rebase_rows(winner, intent, table)
+    if isinstance(rebased, ConcurrentModificationException):
+        return rebased
+    exc = concurrent_delete_read(winner, rebased, table)
+    if exc is not None:
+        return exc
+    verdict = concurrent_delete_delete(winner, rebased, table)
+    return rebased if verdict is None else verdict

@@ -1,0 +1,224 @@
+"""Every error acidtables raises, under one root.
+
+Users catch `ConcurrentModificationException` to handle any lost commit, or one of its named subclasses
+(the six names of the Delta Lake seeds 003/004 and `TransactionConflictException` for the MaxCompute
+matrices). Conflict messages are built from fields so that the CLI, the operator's status conditions and
+logs all say the same thing: what lost, to which winning commit, in which partition, and what to do.
+Re-exported as `acidtables.errors`, the public path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class AcidTablesError(Exception):
+    """Root of every error acidtables raises."""
+
+
+class InvalidArgumentError(AcidTablesError, ValueError):
+    """An argument was rejected where it was received; the message names it and what was found."""
+
+
+class ConfigurationError(AcidTablesError):
+    """Settings (ACIDTABLES_* variables or arguments) are missing or inconsistent."""
+
+
+class TableNotFoundError(AcidTablesError, LookupError):
+    """The catalog has no table of that name."""
+
+
+class TableAlreadyExistsError(AcidTablesError):
+    """`create_table` named a table that exists."""
+
+
+class VersionNotFoundError(AcidTablesError, LookupError):
+    """Time travel asked for a version or time the table does not have."""
+
+
+class TransactionClosedError(AcidTablesError):
+    """The transaction was already committed or aborted."""
+
+
+class CoordinatorUnavailable(AcidTablesError):
+    """etcd could not be reached within the bounded time; nothing was committed."""
+
+
+class CommitOutcomeUnknown(CoordinatorUnavailable):
+    """The commit was sent but etcd's answer was lost, and etcd stayed unreachable while we looked it up.
+
+    The commit may or may not have landed. Its staged files are kept; `Table.find_commit(txn_id)` tells
+    which once etcd is back.
+    """
+
+    def __init__(self, message: str, *, txn_id: str) -> None:
+        super().__init__(message)
+        self.txn_id = txn_id
+
+
+class CommitRetriesExhausted(AcidTablesError):
+    """A commit kept losing the compare-and-swap to commits it does not conflict with, past the bound."""
+
+
+def _partition_hint(scope: str | None) -> str:
+    return f" [{scope}]" if scope else ""
+
+
+class ConcurrentModificationException(AcidTablesError):
+    """A concurrent commit won, and the rules say this transaction cannot be rebased onto it.
+
+    Nothing of the losing transaction was committed. The fields say which commit won.
+    """
+
+    #: a one-line account of what the winner did, per exception class
+    reason = "a concurrent transaction changed what this transaction depends on"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        operation: str,
+        read_version: int,
+        winning_version: int,
+        winning_operation: str,
+        scope: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.table = table
+        self.operation = operation
+        self.read_version = read_version
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+        self.scope = scope
+        self.detail = detail
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return (
+            f"{self.operation} on {self.table}{_partition_hint(self.scope)} lost to {self.winning_operation} "
+            f"at version {self.winning_version} (read version {self.read_version}): {self.reason}{detail}. "
+            f"Nothing was committed. {self.advice()}"
+        )
+
+    def advice(self) -> str:
+        return f"Re-run the job; it will read version {self.winning_version} or later."
+
+    def to_dict(self) -> dict[str, Any]:
+        """The conflict's fields, for `--json` output and the operator's status conditions."""
+        return {
+            "error": type(self).__name__,
+            "message": str(self),
+            "table": self.table,
+            "operation": self.operation,
+            "read_version": self.read_version,
+            "winning_version": self.winning_version,
+            "winning_operation": self.winning_operation,
+            "scope": self.scope,
+        }
+
+
+class ConcurrentAppendException(ConcurrentModificationException):
+    """A concurrent commit added data where this transaction read."""
+
+    reason = "a concurrent commit added files in data this transaction read"
+
+    def advice(self) -> str:
+        return (
+            f"Re-run the job; it will read version {self.winning_version} or later. To avoid this, make the "
+            "job's condition name the partitions it touches explicitly, or use WriteSerializable if blind "
+            "appends should not conflict."
+        )
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationException):
+    """A concurrent commit removed a file this transaction read."""
+
+    reason = "a concurrent commit removed a file this transaction read"
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationException):
+    """A concurrent commit removed a file this transaction also removes."""
+
+    reason = "a concurrent commit removed a file this transaction also removes"
+
+
+class MetadataChangedException(ConcurrentModificationException):
+    """A concurrent commit changed the table's metadata (schema, properties, partitioning)."""
+
+    reason = "a concurrent commit changed the table's metadata"
+
+    def advice(self) -> str:
+        return f"Re-run the job against the new metadata of version {self.winning_version}."
+
+
+class ConcurrentTransactionException(ConcurrentModificationException):
+    """A concurrent commit wrote for the same application id (idempotent writer) as this transaction."""
+
+    reason = "a concurrent commit wrote for the same application id"
+
+    def advice(self) -> str:
+        return (
+            "Two writers share one application id; run only one at a time. The other write already "
+            f"landed at version {self.winning_version}."
+        )
+
+
+class ProtocolChangedException(ConcurrentModificationException):
+    """A concurrent commit changed the table protocol, or created the same table."""
+
+    reason = "a concurrent commit changed the table protocol"
+
+    def advice(self) -> str:
+        return f"Upgrade acidtables if needed, then re-run the job against version {self.winning_version}."
+
+
+class TransactionConflictException(ConcurrentModificationException):
+    """A MaxCompute matrix cell says the later job fails (conflict-rules D-02)."""
+
+    reason = "the MaxCompute conflict matrix says the later job fails"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        operation: str,
+        read_version: int,
+        winning_version: int,
+        winning_operation: str,
+        earlier_op: str,
+        later_op: str,
+        scope: str | None = None,
+        detail: str | None = None,
+    ) -> None:
+        self.earlier_op = earlier_op
+        self.later_op = later_op
+        super().__init__(
+            table=table,
+            operation=operation,
+            read_version=read_version,
+            winning_version=winning_version,
+            winning_operation=winning_operation,
+            scope=scope,
+            detail=detail or f"{earlier_op} -> {later_op}",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "earlier_op": self.earlier_op, "later_op": self.later_op}
+
+
+#: exception class by name, so a conflict recorded in etcd or printed as JSON maps back to its class
+CONFLICT_CLASSES: Mapping[str, type[ConcurrentModificationException]] = {
+    cls.__name__: cls
+    for cls in (
+        ConcurrentModificationException,
+        ConcurrentAppendException,
+        ConcurrentDeleteReadException,
+        ConcurrentDeleteDeleteException,
+        MetadataChangedException,
+        ConcurrentTransactionException,
+        ProtocolChangedException,
+        TransactionConflictException,
+    )
+}

@@ -1,0 +1,421 @@
+"""The only module that builds etcd keys and talks to etcd (design §2).
+
+Key space, under one prefix (default `/acidtables/v1`):
+
+    catalog/<namespace>/<name>          -> table id, location, created_at (immutable facts)
+    tables/<id>/head                    -> newest version; the key every commit compares
+    tables/<id>/log/<version:020d>      -> commit record, or a pointer to an immutable commit file
+    tables/<id>/txns/<txn_id>           -> version that committed the transaction (lost-answer lookup)
+    tables/<id>/times/<time_us:020d>    -> version of a data commit (time travel by timestamp)
+    tables/<id>/checkpoints/<v:020d>    -> checkpoint file of the active files at version v
+    tables/<id>/inflight/<txn_id>       -> a running transaction, under the process's lease
+    events/<id>/<time_us:020d>-<txn>    -> a conflict, abort or retry, under a short lease (operator metrics)
+
+Every request has a deadline. A connection failure is retried until `unavailable_timeout_seconds` runs
+out and then raises CoordinatorUnavailable; the commit transaction itself is never blindly re-sent,
+because its answer may have been lost after it applied (the committer looks the txn id up instead).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import grpc
+import pyetcd
+from pyetcd import exceptions as etcd_exceptions
+from pyetcd import transactions as ops
+from pyetcd import utils as etcd_utils
+
+from .errors import ConfigurationError, CoordinatorUnavailable
+from .settings import EtcdSettings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    etcd_exceptions.ConnectionFailedError,
+    etcd_exceptions.ConnectionTimeoutError,
+    etcd_exceptions.NoServerAvailableError,
+    etcd_exceptions.InternalServerError,
+)
+
+
+class CommitAnswerLost(Exception):
+    """The commit transaction was sent and no answer came back; it may have applied."""
+
+
+def _pad(number: int) -> str:
+    return f"{number:020d}"
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+
+@dataclass(frozen=True)
+class HeadState:
+    """The head record and its etcd mod revision, which the commit compares."""
+
+    value: dict[str, Any]
+    mod_revision: int
+
+
+@dataclass(frozen=True)
+class CasResult:
+    """Outcome of one compare-and-swap. On a lost compare, the new head and the log since the read
+    version come back in the same round trip (the etcd STM shape), so a rebase needs no extra read."""
+
+    succeeded: bool
+    head: HeadState | None
+    log: list[dict[str, Any]]
+
+
+class Coordinator:
+    """A connection to etcd for one catalog. Thread-safe; one per process is enough."""
+
+    def __init__(self, settings: EtcdSettings) -> None:
+        self.settings = settings
+        self.prefix = settings.prefix
+        # re-entrant: granting the process lease goes through `client`, which takes the lock too
+        self._lock = threading.RLock()
+        self._client: pyetcd.MultiEndpointEtcd3Client | None = None
+        self._lease: Any = None
+        self._lease_ttl = 30
+        self._keepalive: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    # --- connection ----------------------------------------------------------------------------------
+
+    def _connect(self) -> pyetcd.MultiEndpointEtcd3Client:
+        s = self.settings
+        credentials = None
+        if s.secure:
+            if s.ca_file is None:
+                raise ConfigurationError("https etcd endpoints need ACIDTABLES_ETCD_CA_FILE (the CA that signed etcd)")
+            credentials = pyetcd.MultiEndpointEtcd3Client.get_secure_creds(s.ca_file, s.key_file, s.cert_file)
+        endpoints = []
+        for url in s.endpoints:
+            parts = urlsplit(url)
+            # time_retry=0: pyetcd otherwise refuses to use an endpoint for 300 s after one failure,
+            # which would turn an etcd restart into minutes of errors
+            endpoints.append(
+                pyetcd.Endpoint(parts.hostname, parts.port, secure=s.secure, creds=credentials, time_retry=0.0)
+            )
+        try:
+            return pyetcd.MultiEndpointEtcd3Client(
+                endpoints=endpoints,
+                timeout=s.request_timeout_seconds,
+                user=s.user,
+                password=s.password,
+                failover=True,
+            )
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise etcd_exceptions.ConnectionFailedError() from exc
+            raise ConfigurationError(f"etcd refused the credentials of ACIDTABLES_ETCD_USER: {exc.details()}") from exc
+
+    @property
+    def client(self) -> pyetcd.MultiEndpointEtcd3Client:
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
+
+    def _reset_client(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                try:
+                    self._client.close()
+                except Exception:  # closing a broken channel can fail; we are replacing it anyway
+                    logger.debug("closing the old etcd client failed", exc_info=True)
+                self._client = None
+
+    def _call(self, what: str, fn: Callable[[pyetcd.MultiEndpointEtcd3Client], T]) -> T:
+        """Run one idempotent request, retrying connection failures until the unavailable deadline."""
+        deadline = time.monotonic() + self.settings.unavailable_timeout_seconds
+        delay = 0.05
+        while True:
+            try:
+                return fn(self.client)
+            except grpc.RpcError as exc:
+                if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
+                    # the auth token expired (etcd's simple tokens live 5 minutes): log in again
+                    self._reset_client()
+                    continue
+                error: BaseException = exc
+            except _CONNECTION_ERRORS as exc:
+                error = exc
+            self._reset_client()
+            if time.monotonic() + delay > deadline:
+                raise CoordinatorUnavailable(
+                    f"etcd at {', '.join(self.settings.endpoints)} did not answer {what} within "
+                    f"{self.settings.unavailable_timeout_seconds:g} s ({error}). Nothing was committed. Check that "
+                    "etcd is running and reachable; ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS sets how long to wait."
+                ) from error
+            logger.info("etcd unreachable during %s (%s); retrying in %.2f s", what, error, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._lease is not None:
+            try:
+                self._lease.revoke()
+            except Exception:  # best effort: the lease expires on its own
+                logger.debug("revoking the process lease failed", exc_info=True)
+        self._reset_client()
+
+    def ping(self) -> None:
+        self._call("a status request", lambda c: c.status())
+
+    # --- keys ----------------------------------------------------------------------------------------
+
+    def catalog_key(self, namespace: str, name: str) -> str:
+        return f"{self.prefix}/catalog/{namespace}/{name}"
+
+    def table_prefix(self, table_id: str) -> str:
+        return f"{self.prefix}/tables/{table_id}/"
+
+    def _key(self, table_id: str, *parts: str) -> str:
+        return self.table_prefix(table_id) + "/".join(parts)
+
+    def head_key(self, table_id: str) -> str:
+        return self._key(table_id, "head")
+
+    def log_key(self, table_id: str, version: int) -> str:
+        return self._key(table_id, "log", _pad(version))
+
+    def _log_range(self, table_id: str, after: int, upto: int | None) -> tuple[str, str]:
+        start = self.log_key(table_id, after + 1)
+        end = self.log_key(table_id, upto + 1) if upto is not None else self._key(table_id, "log0")
+        return start, end
+
+    # --- catalog -------------------------------------------------------------------------------------
+
+    def create_table(
+        self,
+        namespace: str,
+        name: str,
+        entry: dict[str, Any],
+        table_id: str,
+        record: dict[str, Any],
+        head: dict[str, Any],
+    ) -> bool:
+        """Create the catalog entry, version 0 and the head in one transaction; False if the name exists."""
+        key = self.catalog_key(namespace, name)
+        succeeded, _ = self._call(
+            "create_table",
+            lambda c: c.transaction(
+                compare=[c.transactions.create(key) == 0],
+                success=[
+                    c.transactions.put(key, _dumps(entry)),
+                    c.transactions.put(self.log_key(table_id, 0), _dumps(record)),
+                    c.transactions.put(self.head_key(table_id), _dumps(head)),
+                    c.transactions.put(self._key(table_id, "txns", record["txn_id"]), b"0"),
+                ],
+                failure=[],
+            ),
+        )
+        return bool(succeeded)
+
+    def get_catalog_entry(self, namespace: str, name: str) -> dict[str, Any] | None:
+        value, _ = self._call("a catalog read", lambda c: c.get(self.catalog_key(namespace, name)))
+        return json.loads(value) if value is not None else None
+
+    def list_catalog(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        prefix = f"{self.prefix}/catalog/" + (f"{namespace}/" if namespace else "")
+        values = self._call("a catalog listing", lambda c: list(c.get_prefix(prefix, sort_order="ascend")))
+        return [json.loads(v) for v, _ in values]
+
+    def drop_table(self, namespace: str, name: str, table_id: str) -> bool:
+        """Remove the catalog entry and every key of the table in one transaction."""
+        key = self.catalog_key(namespace, name)
+        prefix = self.table_prefix(table_id)
+        end = etcd_utils.prefix_range_end(prefix.encode())
+        succeeded, _ = self._call(
+            "drop_table",
+            lambda c: c.transaction(
+                compare=[c.transactions.version(key) > 0],
+                success=[c.transactions.delete(key), ops.Delete(prefix, range_end=end)],
+                failure=[],
+            ),
+        )
+        return bool(succeeded)
+
+    # --- head and log --------------------------------------------------------------------------------
+
+    def read_head(self, table_id: str) -> HeadState:
+        value, meta = self._call("a head read", lambda c: c.get(self.head_key(table_id)))
+        if value is None:
+            raise LookupError(f"table {table_id} has no head")
+        return HeadState(json.loads(value), meta.mod_revision)
+
+    def read_log(
+        self,
+        table_id: str,
+        after: int,
+        upto: int | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Log entries with after < version <= upto (all newer ones when upto is None), in one range read;
+        oldest first unless `newest_first` (then `limit` keeps the newest)."""
+        start, end = self._log_range(table_id, after, upto)
+        order = "descend" if newest_first else "ascend"
+        values = self._call("a log read", lambda c: list(c.get_range(start, end, sort_order=order, limit=limit)))
+        return [json.loads(v) for v, _ in values]
+
+    def iter_log_keys(self, table_id: str) -> Iterator[int]:
+        start, end = self._log_range(table_id, -1, None)
+        values = self._call("a log listing", lambda c: list(c.get_range(start, end, keys_only=True)))
+        for _, meta in values:
+            yield int(meta.key.decode().rsplit("/", 1)[1])
+
+    def compare_and_swap(
+        self,
+        table_id: str,
+        expected_head_revision: int,
+        read_after: int,
+        version: int,
+        record: dict[str, Any],
+        head: dict[str, Any],
+        txn_id: str,
+        time_version: int | None,
+    ) -> CasResult:
+        """The commit point: if the head is unchanged, write log/<version>, the head, the txn index and
+        the time index in one etcd transaction. Raises CommitAnswerLost when the answer did not come."""
+        client = self.client
+        puts = [
+            ops.Put(self.log_key(table_id, version), _dumps(record)),
+            ops.Put(self.head_key(table_id), _dumps(head)),
+            ops.Put(self._key(table_id, "txns", txn_id), str(version).encode()),
+        ]
+        if time_version is not None:
+            puts.append(ops.Put(self._key(table_id, "times", _pad(time_version)), str(version).encode()))
+        start, end = self._log_range(table_id, read_after, None)
+        try:
+            succeeded, responses = client.transaction(
+                compare=[client.transactions.mod(self.head_key(table_id)) == expected_head_revision],
+                success=puts,
+                failure=[ops.Get(self.head_key(table_id)), ops.Get(start, range_end=end)],
+            )
+        except (grpc.RpcError, *_CONNECTION_ERRORS) as exc:
+            self._reset_client()
+            raise CommitAnswerLost(str(exc)) from exc
+        if succeeded:
+            revision = responses[0].response_put.header.revision
+            return CasResult(True, HeadState(head, revision), [])
+        head_kvs, log_kvs = responses
+        new_head = HeadState(json.loads(head_kvs[0][0]), head_kvs[0][1].mod_revision) if head_kvs else None
+        log = sorted((json.loads(v) for v, _ in log_kvs), key=lambda r: int(r["version"]))
+        return CasResult(False, new_head, log)
+
+    def find_txn(self, table_id: str, txn_id: str) -> int | None:
+        value, _ = self._call("a transaction lookup", lambda c: c.get(self._key(table_id, "txns", txn_id)))
+        return int(value) if value is not None else None
+
+    def version_at_time(self, table_id: str, time_us: int) -> tuple[int, int] | None:
+        """The newest data commit at or before `time_us`: (time version, ID version)."""
+        start = self._key(table_id, "times", _pad(0))
+        end = self._key(table_id, "times", _pad(time_us + 1))
+        values = self._call("a time lookup", lambda c: list(c.get_range(start, end, sort_order="descend", limit=1)))
+        if not values:
+            return None
+        value, meta = values[0]
+        return int(meta.key.decode().rsplit("/", 1)[1]), int(value)
+
+    def versions_between_times(self, table_id: str, start_us: int, end_us: int) -> list[tuple[int, int]]:
+        """Data commits with start_us <= time version <= end_us: (time version, ID version) pairs."""
+        start = self._key(table_id, "times", _pad(start_us))
+        end = self._key(table_id, "times", _pad(end_us + 1))
+        values = self._call("a time range read", lambda c: list(c.get_range(start, end, sort_order="ascend")))
+        return [(int(m.key.decode().rsplit("/", 1)[1]), int(v)) for v, m in values]
+
+    # --- checkpoints ---------------------------------------------------------------------------------
+
+    def put_checkpoint(self, table_id: str, version: int, path: str) -> None:
+        key = self._key(table_id, "checkpoints", _pad(version))
+        self._call("a checkpoint registration", lambda c: c.put(key, path.encode()))
+
+    def checkpoint_at_or_before(self, table_id: str, version: int) -> tuple[int, str] | None:
+        start = self._key(table_id, "checkpoints", _pad(0))
+        end = self._key(table_id, "checkpoints", _pad(version + 1))
+        values = self._call(
+            "a checkpoint lookup", lambda c: list(c.get_range(start, end, sort_order="descend", limit=1))
+        )
+        if not values:
+            return None
+        value, meta = values[0]
+        return int(meta.key.decode().rsplit("/", 1)[1]), value.decode()
+
+    # --- leases: in-flight transactions and events ---------------------------------------------------
+
+    def _process_lease(self, ttl: int) -> Any:
+        with self._lock:
+            if self._lease is None:
+                self._lease_ttl = ttl
+                self._lease = self._call("a lease grant", lambda c: c.lease(ttl))
+                self._keepalive = threading.Thread(target=self._keep_alive, name="acidtables-lease", daemon=True)
+                self._keepalive.start()
+            return self._lease
+
+    def _keep_alive(self) -> None:
+        # Refresh at a third of the TTL so one missed refresh does not expire running transactions.
+        while not self._closed.wait(self._lease_ttl / 3):
+            lease = self._lease
+            if lease is None:
+                return
+            try:
+                responses = lease.refresh()
+                if responses and responses[0].TTL <= 0:
+                    logger.warning("the in-flight lease expired (etcd was unreachable too long); granting a new one")
+                    with self._lock:
+                        self._lease = self.client.lease(self._lease_ttl)
+            except Exception as exc:  # etcd down: keep trying, running transactions are unaffected
+                logger.info("refreshing the in-flight lease failed (%s); will retry", exc)
+                self._reset_client()
+
+    def register_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> None:
+        lease = self._process_lease(ttl)
+        key = self._key(table_id, "inflight", txn_id)
+        self._call("an in-flight registration", lambda c: c.put(key, _dumps(info), lease=lease))
+
+    def unregister_inflight(self, table_id: str, txn_id: str) -> None:
+        key = self._key(table_id, "inflight", txn_id)
+        self._call("an in-flight removal", lambda c: c.delete(key))
+
+    def list_inflight(self, table_id: str) -> dict[str, dict[str, Any]]:
+        prefix = self._key(table_id, "inflight", "")
+        values = self._call("an in-flight listing", lambda c: list(c.get_prefix(prefix)))
+        return {m.key.decode().rsplit("/", 1)[1]: json.loads(v) for v, m in values}
+
+    def record_event(self, table_id: str, txn_id: str, event: dict[str, Any], ttl: int) -> None:
+        """Store a conflict/abort/retry for the operator to count; best effort, it never fails a job."""
+        key = f"{self.prefix}/events/{table_id}/{_pad(time.time_ns() // 1000)}-{txn_id}-{random.randrange(1 << 16)}"
+        try:
+            lease = self.client.lease(ttl)
+            self.client.put(key, _dumps(event), lease=lease)
+        except Exception as exc:  # metrics must never turn a result into a failure
+            logger.info("could not record a %s event in etcd: %s", event.get("kind"), exc)
+
+    def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:
+        prefix = f"{self.prefix}/events/" + (f"{table_id}/" if table_id else "")
+        values = self._call("an event listing", lambda c: list(c.get_prefix(prefix, sort_order="ascend")))
+        return [json.loads(v) for v, _ in values]
+
+
+def encode(data: Any) -> bytes:
+    return _dumps(data)
+
+
+__all__: Sequence[str] = ["CasResult", "CommitAnswerLost", "Coordinator", "HeadState", "encode"]

@@ -1,0 +1,60 @@
+"""Commit, conflict, retry and abort events, for whoever observes them (metrics, logs, tests).
+
+Core reports to registered observers instead of importing prometheus_client (style §3: only
+`acidtables.metrics` does), so the same events feed metrics in a Spark driver, a job pod and the
+operator. An observer that raises never affects the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CommitEvent:
+    #: "committed", "conflict", "retry", "aborted" or "exhausted"
+    kind: str
+    namespace: str
+    table: str
+    table_id: str
+    operation: str
+    txn_id: str
+    version: int | None = None
+    retries: int = 0
+    duration_seconds: float = 0.0
+    #: the exception class name, for conflicts
+    exception: str | None = None
+
+
+Observer = Callable[[CommitEvent], None]
+
+_observers: list[Observer] = []
+_lock = threading.Lock()
+
+
+def subscribe(observer: Observer) -> Callable[[], None]:
+    """Register an observer; returns the function that unregisters it."""
+    with _lock:
+        _observers.append(observer)
+
+    def unsubscribe() -> None:
+        with _lock:
+            if observer in _observers:
+                _observers.remove(observer)
+
+    return unsubscribe
+
+
+def emit(event: CommitEvent) -> None:
+    with _lock:
+        observers = list(_observers)
+    for observer in observers:
+        try:
+            observer(event)
+        except Exception:  # an observer's bug must not turn a commit into a failure
+            logger.warning("commit event observer %r failed on %s", observer, event.kind, exc_info=True)

@@ -1,0 +1,437 @@
+"""The persisted records: data files, table metadata, commit records, the head.
+
+A commit record holds everything the conflict policies need to judge it as a winning commit without
+re-reading data (conflict-rules §17), so rebasing stays a metadata-level operation. Records are immutable
+dataclasses; a rebase makes a new one with `dataclasses.replace`. The JSON form is the wire format in
+etcd, commit files and checkpoints; `from_json(to_json(x)) == x` for every record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidArgumentError
+from .expressions import ColumnBounds, Expr, Literal, expr_from_json
+from .operations import IsolationLevel, OpClass, Operation, Policy
+
+FORMAT_VERSION = 1
+
+
+def _frozen_mapping(data: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(data or {})
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """Min/max of a column's non-null values in one file, and its null count (None: unknown)."""
+
+    min: Literal = None
+    max: Literal = None
+    null_count: int | None = None
+
+    def bounds(self, rows: int) -> ColumnBounds:
+        has_nulls = self.null_count is None or self.null_count > 0
+        only_nulls = self.null_count is not None and rows > 0 and self.null_count >= rows
+        return ColumnBounds(self.min, self.max, has_nulls, only_nulls)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One immutable data file as the log sees it."""
+
+    #: path relative to the table location, or an absolute URI when outside it
+    path: str
+    #: partition column -> value; empty for an unpartitioned table
+    partition: Mapping[str, Literal] = field(default_factory=dict)
+    #: rows in the file, including rows its deletion vector hides
+    rows: int = 0
+    size_bytes: int = 0
+    #: per-column statistics, for pruning and row-level conflict checks
+    stats: Mapping[str, ColumnStats] = field(default_factory=dict)
+    #: False for files a compaction or clustering wrote: same data, new layout (R5, D-15)
+    data_change: bool = True
+    #: "data" (plain table), "delta" (primary-key delta file) or "base" (major-compacted base file)
+    kind: str = "data"
+    #: sorted row positions hidden by a deletion vector; None when the file has none
+    deletion_vector: tuple[int, ...] | None = None
+    #: for compaction outputs: the input paths it was written from (D-06)
+    lineage: tuple[str, ...] = ()
+    #: True when the output's rows are exactly its inputs' live rows, in lineage order; this is what
+    #: lets a deletion vector on an input be moved onto the output without reading data (D-25 row ids)
+    ordered_lineage: bool = False
+    #: the ID version that added this entry; set when the file is read from the log, None when staged
+    added_version: int | None = None
+    #: anything a layer above core needs to keep with the file (never interpreted by core)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def live_rows(self) -> int:
+        return self.rows - len(self.deletion_vector or ())
+
+    def partition_bounds(self) -> dict[str, ColumnBounds]:
+        return {k: ColumnBounds.exact(v) for k, v in self.partition.items()}
+
+    def bounds(self) -> dict[str, ColumnBounds]:
+        """Partition values and column statistics, as `might_match` consumes them."""
+        result = {k: s.bounds(self.rows) for k, s in self.stats.items()}
+        result.update(self.partition_bounds())
+        return result
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "partition": dict(self.partition),
+            "rows": self.rows,
+            "size_bytes": self.size_bytes,
+        }
+        if self.stats:
+            out["stats"] = {k: [s.min, s.max, s.null_count] for k, s in self.stats.items()}
+        if not self.data_change:
+            out["data_change"] = False
+        if self.kind != "data":
+            out["kind"] = self.kind
+        if self.deletion_vector is not None:
+            out["deletion_vector"] = list(self.deletion_vector)
+        if self.lineage:
+            out["lineage"] = list(self.lineage)
+        if self.ordered_lineage:
+            out["ordered_lineage"] = True
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any], added_version: int | None = None) -> DataFile:
+        dv = data.get("deletion_vector")
+        return DataFile(
+            path=data["path"],
+            partition=dict(data.get("partition") or {}),
+            rows=int(data.get("rows", 0)),
+            size_bytes=int(data.get("size_bytes", 0)),
+            stats={k: ColumnStats(*v) for k, v in (data.get("stats") or {}).items()},
+            data_change=bool(data.get("data_change", True)),
+            kind=data.get("kind", "data"),
+            deletion_vector=tuple(dv) if dv is not None else None,
+            lineage=tuple(data.get("lineage") or ()),
+            ordered_lineage=bool(data.get("ordered_lineage", False)),
+            added_version=added_version,
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool = True
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, method: str) -> tuple[Column, ...]:
+    """Accept `"id BIGINT, dt STRING"` or pairs; nested types keep their commas (`DECIMAL(10,2)`)."""
+    if isinstance(schema, str):
+        parts: list[str] = []
+        depth, start = 0, 0
+        for i, ch in enumerate(schema):
+            if ch in "(<":
+                depth += 1
+            elif ch in ")>":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(schema[start:i])
+                start = i + 1
+        parts.append(schema[start:])
+        columns = []
+        for part in parts:
+            words = part.strip().split(None, 1)
+            if len(words) != 2:
+                raise InvalidArgumentError(
+                    f"{method}(): schema entry {part.strip()!r} must be '<name> <TYPE>', "
+                    f'as in schema="id BIGINT, dt STRING"'
+                )
+            name, type_ = words
+            nullable = True
+            if type_.upper().endswith(" NOT NULL"):
+                type_, nullable = type_[: -len(" NOT NULL")], False
+            columns.append(Column(name.strip("`"), type_.strip().upper(), nullable))
+    else:
+        columns = [c if isinstance(c, Column) else Column(c[0], c[1].upper()) for c in schema]
+    if not columns:
+        raise InvalidArgumentError(f"{method}(): schema is empty; give at least one column")
+    seen: set[str] = set()
+    for column in columns:
+        if not _IDENTIFIER.match(column.name):
+            raise InvalidArgumentError(f"{method}(): column name {column.name!r} is not a plain identifier")
+        if column.name.lower() in seen:
+            raise InvalidArgumentError(f"{method}(): column {column.name!r} appears twice in the schema")
+        seen.add(column.name.lower())
+    return tuple(columns)
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """A table's definition at some version; changed only by metadata commits (ALTER)."""
+
+    table_id: str
+    #: "namespace.name"
+    name: str
+    location: str
+    columns: tuple[Column, ...]
+    partition_by: tuple[str, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    conflict_policy: Policy = Policy.DELTA
+    #: Delta only; None for the MaxCompute policies
+    isolation_level: IsolationLevel | None = IsolationLevel.WRITE_SERIALIZABLE
+    #: deletion vectors on; row-level concurrency is in effect when also unpartitioned (§1.2)
+    row_level_concurrency: bool = False
+    properties: Mapping[str, str] = field(default_factory=dict)
+    #: microseconds since the epoch
+    created_at: int = 0
+
+    @property
+    def schema_ddl(self) -> str:
+        return ", ".join(f"{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in self.columns)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def deletion_vectors(self) -> bool:
+        return self.row_level_concurrency
+
+    @property
+    def rlc_in_effect(self) -> bool:
+        """Row-level concurrency: deletion vectors on AND unpartitioned (conflict-rules §1.2, R2)."""
+        return self.row_level_concurrency and not self.partition_by
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table_id": self.table_id,
+            "name": self.name,
+            "location": self.location,
+            "columns": [[c.name, c.type, c.nullable] for c in self.columns],
+            "partition_by": list(self.partition_by),
+            "primary_key": list(self.primary_key),
+            "conflict_policy": self.conflict_policy.value,
+            "isolation_level": self.isolation_level.value if self.isolation_level else None,
+            "row_level_concurrency": self.row_level_concurrency,
+            "properties": dict(self.properties),
+            "created_at": self.created_at,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> TableMetadata:
+        level = data.get("isolation_level")
+        return TableMetadata(
+            table_id=data["table_id"],
+            name=data["name"],
+            location=data["location"],
+            columns=tuple(Column(n, t, bool(nullable)) for n, t, nullable in data["columns"]),
+            partition_by=tuple(data.get("partition_by") or ()),
+            primary_key=tuple(data.get("primary_key") or ()),
+            conflict_policy=Policy(data["conflict_policy"]),
+            isolation_level=IsolationLevel(level) if level else None,
+            row_level_concurrency=bool(data.get("row_level_concurrency", False)),
+            properties=dict(data.get("properties") or {}),
+            created_at=int(data.get("created_at", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Reader/writer protocol versions; a change fails every concurrent writer (§13.1 rule 1)."""
+
+    reader_version: int = 1
+    writer_version: int = 1
+    features: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reader_version": self.reader_version,
+            "writer_version": self.writer_version,
+            "features": list(self.features),
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Protocol:
+        return Protocol(int(data["reader_version"]), int(data["writer_version"]), tuple(data.get("features", ())))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The partitions a job targets (conflict-rules D-09). `partitions=None` means the whole table.
+
+    `predicate` covers partitions the job's condition selects that did not exist when it read, so a
+    concurrent commit creating such a partition still meets the job.
+    """
+
+    partitions: tuple[Mapping[str, Literal], ...] | None = None
+    predicate: Expr | None = None
+
+    @property
+    def whole_table(self) -> bool:
+        return self.partitions is None
+
+    def contains(self, partition: Mapping[str, Literal]) -> bool:
+        from .expressions import might_match
+
+        if self.partitions is None:
+            return True
+        if any(dict(p) == dict(partition) for p in self.partitions):
+            return True
+        if self.predicate is not None:
+            return might_match(self.predicate, {k: ColumnBounds.exact(v) for k, v in partition.items()})
+        return False
+
+    def describe(self) -> str | None:
+        """The partition hint conflict messages print, e.g. `dt=2026-11-01`."""
+        if self.partitions is None:
+            return None
+        names = [",".join(f"{k}={v}" for k, v in p.items()) for p in self.partitions if p]
+        if not names:
+            return None
+        return "; ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitions": None if self.partitions is None else [dict(p) for p in self.partitions],
+            "predicate": self.predicate.to_json() if self.predicate else None,
+        }
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Scope:
+        parts = data.get("partitions")
+        pred = data.get("predicate")
+        return Scope(
+            partitions=None if parts is None else tuple(dict(p) for p in parts),
+            predicate=expr_from_json(pred) if pred else None,
+        )
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """One committed version, or a transaction's intent to become one (conflict-rules §17)."""
+
+    txn_id: str
+    #: ID version; for an intent, the version it will try to take next
+    version: int
+    #: the version the transaction pinned when it began
+    read_version: int
+    operation: Operation
+    op_class: OpClass
+    policy: Policy
+    isolation_level: IsolationLevel | None
+    #: wall-clock microseconds of the commit attempt that landed
+    committed_at: int = 0
+    #: microseconds; only for logical data changes, strictly increasing across the table (D-19, D-20)
+    time_version: int | None = None
+    scope: Scope = field(default_factory=Scope)
+    #: predicates the transaction read the table with (full predicates; policies narrow them)
+    read_predicates: tuple[Expr, ...] = ()
+    #: paths of files the transaction read
+    read_files: tuple[str, ...] = ()
+    reads_whole_table: bool = False
+    adds: tuple[DataFile, ...] = ()
+    removes: tuple[DataFile, ...] = ()
+    #: an append that read nothing from the table (seed 004 "commit without reading the table")
+    blind_append: bool = False
+    #: idempotent writers: application id -> version written (D-27)
+    app_ids: Mapping[str, int] = field(default_factory=dict)
+    metadata: TableMetadata | None = None
+    protocol: Protocol | None = None
+    #: free-form labels from the job (job name, user); shown in history
+    user_metadata: Mapping[str, str] = field(default_factory=dict)
+    #: how many times the commit was rebased before it landed
+    retries: int = 0
+
+    @property
+    def changes_data(self) -> bool:
+        return any(f.data_change for f in self.adds) or any(f.data_change for f in self.removes)
+
+    def removed_paths(self) -> frozenset[str]:
+        return frozenset(f.path for f in self.removes)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "format": FORMAT_VERSION,
+            "txn_id": self.txn_id,
+            "version": self.version,
+            "read_version": self.read_version,
+            "operation": self.operation.value,
+            "op_class": self.op_class.value,
+            "policy": self.policy.value,
+            "isolation_level": self.isolation_level.value if self.isolation_level else None,
+            "committed_at": self.committed_at,
+            "time_version": self.time_version,
+            "scope": self.scope.to_json(),
+            "read_predicates": [p.to_json() for p in self.read_predicates],
+            "read_files": list(self.read_files),
+            "reads_whole_table": self.reads_whole_table,
+            "adds": [f.to_json() for f in self.adds],
+            "removes": [f.to_json() for f in self.removes],
+            "blind_append": self.blind_append,
+            "app_ids": dict(self.app_ids),
+            "retries": self.retries,
+        }
+        if self.metadata is not None:
+            out["metadata"] = self.metadata.to_json()
+        if self.protocol is not None:
+            out["protocol"] = self.protocol.to_json()
+        if self.user_metadata:
+            out["user_metadata"] = dict(self.user_metadata)
+        return out
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> CommitRecord:
+        version = int(data["version"])
+        level = data.get("isolation_level")
+        return CommitRecord(
+            txn_id=data["txn_id"],
+            version=version,
+            read_version=int(data["read_version"]),
+            operation=Operation(data["operation"]),
+            op_class=OpClass(data["op_class"]),
+            policy=Policy(data["policy"]),
+            isolation_level=IsolationLevel(level) if level else None,
+            committed_at=int(data.get("committed_at", 0)),
+            time_version=data.get("time_version"),
+            scope=Scope.from_json(data.get("scope") or {}),
+            read_predicates=tuple(expr_from_json(p) for p in data.get("read_predicates", ())),
+            read_files=tuple(data.get("read_files", ())),
+            reads_whole_table=bool(data.get("reads_whole_table", False)),
+            adds=tuple(DataFile.from_json(f, version) for f in data.get("adds", ())),
+            removes=tuple(DataFile.from_json(f) for f in data.get("removes", ())),
+            blind_append=bool(data.get("blind_append", False)),
+            app_ids={k: int(v) for k, v in (data.get("app_ids") or {}).items()},
+            metadata=TableMetadata.from_json(data["metadata"]) if data.get("metadata") else None,
+            protocol=Protocol.from_json(data["protocol"]) if data.get("protocol") else None,
+            user_metadata=dict(data.get("user_metadata") or {}),
+            retries=int(data.get("retries", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Head:
+    """The table's newest version; the key every commit compares and swaps."""
+
+    version: int
+    #: time version of the newest data-changing commit (microseconds), None before the first one
+    time_version: int | None
+    txn_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "time_version": self.time_version, "txn_id": self.txn_id}
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> Head:
+        return Head(int(data["version"]), data.get("time_version"), data["txn_id"])
+
+
+def paths_of(files: Iterable[DataFile]) -> frozenset[str]:
+    return frozenset(f.path for f in files)

@@ -1,0 +1,129 @@
+"""What every table of one catalog shares: the etcd coordinator, storage, the snapshot cache, the clock.
+
+Tables and transactions receive this object instead of a reference back to the Catalog (style: no
+back-references). The clock and the jitter's random generator are here so tests can inject them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from .etcd import Coordinator
+from .records import CommitRecord
+from .settings import Settings
+from .snapshot import Snapshot, SnapshotBuilder
+from .storage import Storage
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Services:
+    def __init__(
+        self,
+        settings: Settings,
+        coordinator: Coordinator,
+        *,
+        clock: Clock = wall_clock_us,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.coordinator = coordinator
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._storages: dict[str, Storage] = {}
+        self.snapshots = SnapshotCache(self)
+
+    def storage(self, location: str) -> Storage:
+        storage = self._storages.get(location)
+        if storage is None:
+            storage = self._storages[location] = Storage(location)
+        return storage
+
+    def decode_log_entry(self, location: str, entry: dict[str, Any]) -> CommitRecord:
+        """A log entry is the record itself, or a pointer to the immutable commit file holding it."""
+        if "commit_file" in entry:
+            entry = json.loads(self.storage(location).read(entry["commit_file"]))
+        return CommitRecord.from_json(entry)
+
+
+class SnapshotCache:
+    """Loads snapshots reading only what is new: from a cached snapshot, else from the nearest checkpoint.
+
+    Either way at most `checkpoint_interval` log entries are read per load (plus the cached or
+    checkpointed file set), so load time does not grow with the length of the history.
+    """
+
+    def __init__(self, services: Services, capacity: int = 16) -> None:
+        self.services = services
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _nearest_cached(self, table_id: str, version: int) -> Snapshot | None:
+        with self._lock:
+            best = None
+            for (tid, v), snap in self._entries.items():
+                if tid == table_id and v <= version and (best is None or v > best.version):
+                    best = snap
+            return best
+
+    def put(self, snapshot: Snapshot) -> None:
+        key = (snapshot.metadata.table_id, snapshot.version)
+        with self._lock:
+            self._entries[key] = snapshot
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def forget(self, table_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == table_id]:
+                del self._entries[key]
+
+    def load(self, table_id: str, location: str, version: int) -> Snapshot:
+        interval = self.services.settings.commit.checkpoint_interval
+        coordinator = self.services.coordinator
+        base = self._nearest_cached(table_id, version)
+        if base is not None and base.version == version:
+            return base
+        if base is None or version - base.version > interval:
+            checkpoint = coordinator.checkpoint_at_or_before(table_id, version)
+            if checkpoint is not None and (base is None or checkpoint[0] > base.version):
+                base = self._read_checkpoint(location, checkpoint[1]) or base
+        entries = coordinator.read_log(table_id, base.version if base else -1, version)
+        builder = SnapshotBuilder(base)
+        builder.apply_all(self.services.decode_log_entry(location, e) for e in entries)
+        if builder.version != version:
+            from .errors import VersionNotFoundError
+
+            raise VersionNotFoundError(f"version {version} is not in the log (newest found: {builder.version})")
+        snapshot = builder.build()
+        self.put(snapshot)
+        return snapshot
+
+    def _read_checkpoint(self, location: str, path: str) -> Snapshot | None:
+        try:
+            return Snapshot.from_json(json.loads(self.services.storage(location).read(path)))
+        except (OSError, ValueError, KeyError) as exc:
+            # a checkpoint is an optimisation: if it is unreadable the log still has everything
+            logger.warning("checkpoint %s of %s is unreadable (%s); reading the log instead", path, location, exc)
+            return None
+
+    def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> None:
+        storage = self.services.storage(snapshot.metadata.location)
+        path = storage.checkpoint_file(snapshot.version, txn_id)
+        storage.write_exclusive(path, json.dumps(snapshot.to_json(), separators=(",", ":")).encode())
+        self.services.coordinator.put_checkpoint(snapshot.metadata.table_id, snapshot.version, path)

@@ -1,0 +1,137 @@
+"""Settings from `ACIDTABLES_*` environment variables (design §7).
+
+Pods and clusters configure acidtables only through the environment, so the operator, Spark jobs and the
+CLI all read the same names. Nothing here is ever logged whole: it holds a password.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .errors import ConfigurationError
+
+ENDPOINTS = "ACIDTABLES_ETCD_ENDPOINTS"
+WAREHOUSE = "ACIDTABLES_WAREHOUSE"
+DEFAULT_PREFIX = "/acidtables/v1"
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a whole number") from None
+    if value < 1:
+        raise ConfigurationError(f"{name}={raw!r} must be at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    """How to reach etcd. `endpoints` are URLs: `http://host:2379`, or `https://` with TLS files."""
+
+    endpoints: tuple[str, ...]
+    prefix: str = DEFAULT_PREFIX
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    #: deadline of one etcd request
+    request_timeout_seconds: float = 5.0
+    #: how long to keep trying an unreachable etcd before raising CoordinatorUnavailable
+    unavailable_timeout_seconds: float = 15.0
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            raise ConfigurationError(f"no etcd endpoints; set {ENDPOINTS}=http://host:2379")
+        for url in self.endpoints:
+            if not (url.startswith("http://") or url.startswith("https://")) or ":" not in url.split("//", 1)[1]:
+                raise ConfigurationError(
+                    f"etcd endpoint {url!r} must look like http://host:2379 or https://host:2379 ({ENDPOINTS})"
+                )
+        if (self.user is None) != (self.password is None):
+            raise ConfigurationError("etcd authentication needs both ACIDTABLES_ETCD_USER and ACIDTABLES_ETCD_PASSWORD")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ConfigurationError(
+                "an etcd client certificate needs both ACIDTABLES_ETCD_CERT_FILE and ACIDTABLES_ETCD_KEY_FILE"
+            )
+        if not self.prefix.startswith("/") or self.prefix.endswith("/"):
+            raise ConfigurationError(f"ACIDTABLES_ETCD_PREFIX={self.prefix!r} must start with / and not end with /")
+
+    @property
+    def secure(self) -> bool:
+        return any(url.startswith("https://") for url in self.endpoints) or self.ca_file is not None
+
+
+@dataclass(frozen=True)
+class CommitSettings:
+    """Bounds of the commit loop (conflict-rules D-30; style: the error names the setting that stopped it)."""
+
+    #: attempts at the compare-and-swap before CommitRetriesExhausted (ACIDTABLES_COMMIT_MAX_ATTEMPTS)
+    max_attempts: int = 50
+    #: first backoff after a lost compare-and-swap; doubles per attempt, with full jitter
+    backoff_seconds: float = 0.002
+    backoff_max_seconds: float = 0.25
+    #: a checkpoint of the active file set is written every this many versions
+    checkpoint_interval: int = 100
+    #: commit records larger than this go to an immutable commit file, etcd keeps a pointer (etcd's
+    #: request limit is 1.5 MiB)
+    inline_record_max_bytes: int = 256 * 1024
+    #: lease of the in-flight registrations; a process that dies loses them after this long
+    lease_ttl_seconds: int = 30
+    #: conflicts and aborts recorded in etcd for the operator expire after this long
+    event_ttl_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class Settings:
+    etcd: EtcdSettings
+    warehouse: str
+    commit: CommitSettings = field(default_factory=CommitSettings)
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        endpoints = tuple(e.strip() for e in env.get(ENDPOINTS, "").split(",") if e.strip())
+        warehouse = env.get(WAREHOUSE, "").strip()
+        missing = [name for name, value in ((ENDPOINTS, endpoints), (WAREHOUSE, warehouse)) if not value]
+        if missing:
+            raise ConfigurationError(
+                f"Catalog.connect() needs {' and '.join(missing)}: set {ENDPOINTS} to your etcd endpoints "
+                f"(e.g. http://etcd:2379) and {WAREHOUSE} to the table location root (e.g. s3a://bucket/warehouse "
+                "or /data/warehouse). For local development use Catalog.local(), which runs an embedded etcd."
+            )
+        etcd = EtcdSettings(
+            endpoints=endpoints,
+            prefix=env.get("ACIDTABLES_ETCD_PREFIX", DEFAULT_PREFIX) or DEFAULT_PREFIX,
+            ca_file=env.get("ACIDTABLES_ETCD_CA_FILE") or None,
+            cert_file=env.get("ACIDTABLES_ETCD_CERT_FILE") or None,
+            key_file=env.get("ACIDTABLES_ETCD_KEY_FILE") or None,
+            user=env.get("ACIDTABLES_ETCD_USER") or None,
+            password=env.get("ACIDTABLES_ETCD_PASSWORD") or None,
+            request_timeout_seconds=_float(env, "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS", 5.0),
+            unavailable_timeout_seconds=_float(env, "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS", 15.0),
+        )
+        commit = CommitSettings(
+            max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
+            checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
+        )
+        return Settings(etcd=etcd, warehouse=warehouse, commit=commit)

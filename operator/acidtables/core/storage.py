@@ -1,0 +1,175 @@
+"""The only module that touches a table location: staged data, commit files, checkpoints (design §2).
+
+Files are created in exclusive mode and never overwritten or renamed, so a name seen once always means
+the same bytes; that is what makes a crash leave only unreferenced files behind. Locations are local
+paths or `file://` URIs, handled with the os module, or any URI pyarrow's filesystems understand
+(`s3://`, `s3a://` is read as `s3://`, `gs://`, `hdfs://`). Object stores have no exclusive create in
+pyarrow, so there uniqueness rests on the txn id in every name.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+METADATA_DIR = "_acidtables"
+DATA_DIR = "data"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str  # relative to the location
+    size_bytes: int
+    modified_at: float  # seconds since the epoch
+
+
+def _local_root(location: str) -> Path | None:
+    if "://" not in location:
+        return Path(location)
+    parts = urlsplit(location)
+    if parts.scheme == "file":
+        return Path(parts.path)
+    return None
+
+
+class Storage:
+    """Bytes at a table location; paths given to it are relative to the location."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location.rstrip("/")
+        self._root = _local_root(self.location)
+        self._fs: Any = None
+        self._base = ""
+        if self._root is None:
+            from pyarrow import fs as pafs
+
+            uri = self.location.replace("s3a://", "s3://", 1)
+            self._fs, self._base = pafs.FileSystem.from_uri(uri)
+
+    # --- paths ---------------------------------------------------------------------------------------
+
+    def absolute(self, relative: str) -> str:
+        """The URI (or local path) of a file, for Spark and for users."""
+        if "://" in relative or relative.startswith("/"):
+            return relative
+        return f"{self.location}/{relative}"
+
+    def relative(self, path: str) -> str:
+        """A path under the location, relative to it; anything else is returned unchanged."""
+        for base in (self.location, str(self._root) if self._root else None):
+            if base and path.startswith(base + "/"):
+                return path[len(base) + 1 :]
+        if path.startswith("file://") and self._root is not None:
+            return self.relative(urlsplit(path).path)
+        return path
+
+    def staging_dir(self, txn_id: str) -> str:
+        """Where a transaction writes its data files: one directory per transaction, never shared."""
+        return f"{DATA_DIR}/{txn_id}"
+
+    def commit_file(self, txn_id: str, attempt: int) -> str:
+        return f"{METADATA_DIR}/commits/{txn_id}-{attempt}.json"
+
+    def checkpoint_file(self, version: int, txn_id: str) -> str:
+        return f"{METADATA_DIR}/checkpoints/{version:020d}-{txn_id}.json"
+
+    def _local(self, relative: str) -> Path:
+        assert self._root is not None  # callers check the branch; not an argument check
+        return self._root / relative
+
+    def _remote(self, relative: str) -> str:
+        return f"{self._base}/{relative}" if self._base else relative
+
+    # --- operations ----------------------------------------------------------------------------------
+
+    def make_root(self) -> None:
+        if self._root is not None:
+            self._root.mkdir(parents=True, exist_ok=True)
+        else:
+            self._fs.create_dir(self._base, recursive=True)
+
+    def write_exclusive(self, relative: str, data: bytes) -> None:
+        """Create a new file; FileExistsError if the name was ever used (local locations)."""
+        if self._root is not None:
+            target = self._local(relative)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "xb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            return
+        with self._fs.open_output_stream(self._remote(relative)) as out:
+            out.write(data)
+
+    def read(self, relative: str) -> bytes:
+        if self._root is not None:
+            return self._local(relative).read_bytes()
+        with self._fs.open_input_stream(self._remote(relative)) as stream:
+            return bytes(stream.read())
+
+    def exists(self, relative: str) -> bool:
+        if self._root is not None:
+            return self._local(relative).exists()
+        from pyarrow import fs as pafs
+
+        return bool(self._fs.get_file_info(self._remote(relative)).type != pafs.FileType.NotFound)
+
+    def delete(self, relative: str) -> None:
+        """Delete a file or a directory tree; a missing one is not an error (cleanup is idempotent)."""
+        if self._root is not None:
+            target = self._local(relative)
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                target.unlink(missing_ok=True)
+            return
+        from pyarrow import fs as pafs
+
+        info = self._fs.get_file_info(self._remote(relative))
+        if info.type == pafs.FileType.Directory:
+            self._fs.delete_dir(self._remote(relative))
+        elif info.type == pafs.FileType.File:
+            self._fs.delete_file(self._remote(relative))
+
+    def list_dir(self, relative: str) -> list[FileInfo]:
+        """Entries directly under a directory (files and directories), newest change time included."""
+        if self._root is not None:
+            base = self._local(relative)
+            if not base.is_dir():
+                return []
+            out = []
+            for entry in os.scandir(base):
+                stat = entry.stat()
+                out.append(FileInfo(f"{relative}/{entry.name}", stat.st_size, stat.st_mtime))
+            return out
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self._remote(relative), allow_not_found=True)
+        return [
+            FileInfo(f"{relative}/{i.base_name}", i.size or 0, i.mtime.timestamp() if i.mtime else time.time())
+            for i in self._fs.get_file_info(selector)
+        ]
+
+    def walk(self, relative: str) -> Iterator[FileInfo]:
+        """Every file under a directory, recursively."""
+        if self._root is not None:
+            base = self._local(relative)
+            for dirpath, _, names in os.walk(base):
+                for name in names:
+                    full = Path(dirpath) / name
+                    stat = full.stat()
+                    yield FileInfo(str(full.relative_to(self._root)), stat.st_size, stat.st_mtime)
+            return
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self._remote(relative), recursive=True, allow_not_found=True)
+        for info in self._fs.get_file_info(selector):
+            if info.type == pafs.FileType.File:
+                rel = info.path[len(self._base) + 1 :] if self._base else info.path
+                yield FileInfo(rel, info.size or 0, info.mtime.timestamp() if info.mtime else time.time())

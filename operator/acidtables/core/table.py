@@ -1,0 +1,305 @@
+"""A table: begin transactions, pin snapshots, read history and changes (design §3).
+
+Readers get immutable snapshots by ID version or by time version; `changes()` gives the logical changes
+between two versions or two times. Time-based queries see data commits only: compaction and clustering
+have no time version and their files are not changes (seeds 000/002, D-18, D-19).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from .operations import REWRITES, Operation
+from .records import CommitRecord, DataFile, TableMetadata
+from .services import Services
+from .snapshot import Snapshot
+from .storage import DATA_DIR, METADATA_DIR
+from .transaction import Transaction, to_datetime
+
+logger = logging.getLogger(__name__)
+
+TimeLike = datetime | str | int | float
+
+
+def to_time_us(value: TimeLike, *, argument: str, method: str) -> int:
+    """Accept a datetime (naive means UTC), an ISO-8601 string, or seconds since the epoch."""
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{method}(): {argument} must be a time, found {value!r}")
+    if isinstance(value, int | float):
+        return int(value * 1_000_000)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{method}(): {argument}={value!r} is not a time; use ISO-8601 like '2026-11-22 10:00:00'"
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1_000_000)
+    raise InvalidArgumentError(
+        f"{method}(): {argument} must be a datetime, ISO string or epoch seconds, found {type(value).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    version: int
+    #: commit time of a data change; None for compaction, clustering, metadata and creation
+    time_version: datetime | None
+    committed_at: datetime
+    operation: str
+    txn_id: str
+    read_version: int
+    retries: int
+    files_added: int
+    files_removed: int
+    rows_added: int
+    rows_removed: int
+    user_metadata: Mapping[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "time_version": self.time_version.isoformat() if self.time_version else None,
+            "committed_at": self.committed_at.isoformat(),
+            "operation": self.operation,
+            "txn_id": self.txn_id,
+            "read_version": self.read_version,
+            "retries": self.retries,
+            "files_added": self.files_added,
+            "files_removed": self.files_removed,
+            "rows_added": self.rows_added,
+            "rows_removed": self.rows_removed,
+            "user_metadata": dict(self.user_metadata),
+        }
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit's logical change: the files it added and removed."""
+
+    version: int
+    time_version: datetime | None
+    operation: str
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    deleted: tuple[str, ...]
+    kept_inflight: tuple[str, ...]
+
+
+class Table:
+    def __init__(self, services: Services, table_id: str, name: str, location: str) -> None:
+        self._services = services
+        self.table_id = table_id
+        self.name = name
+        self.location = location
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, id={self.table_id})"
+
+    @property
+    def _coordinator(self) -> Any:
+        return self._services.coordinator
+
+    # --- snapshots -----------------------------------------------------------------------------------
+
+    def _head(self) -> tuple[int, int]:
+        try:
+            state = self._coordinator.read_head(self.table_id)
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
+        return int(state.value["version"]), state.mod_revision
+
+    @property
+    def version(self) -> int:
+        return self._head()[0]
+
+    @property
+    def metadata(self) -> TableMetadata:
+        return self.snapshot().metadata
+
+    def snapshot(self, version: int | None = None, timestamp: TimeLike | None = None) -> Snapshot:
+        """The table as of an ID version, as of a time (the newest data commit at or before it), or now."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("snapshot(): give version or timestamp, not both")
+        head_version, _ = self._head()
+        if timestamp is not None:
+            version = self.version_at(timestamp, method="snapshot")
+        if version is None:
+            version = head_version
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"snapshot(): version must be a non-negative int, found {version!r}")
+        if version > head_version:
+            raise VersionNotFoundError(f"{self.name} has no version {version}; the newest is {head_version}")
+        return self._services.snapshots.load(self.table_id, self.location, version)
+
+    def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:
+        time_us = to_time_us(timestamp, argument="timestamp", method=method)
+        found = self._coordinator.version_at_time(self.table_id, time_us)
+        if found is None:
+            raise VersionNotFoundError(
+                f"{self.name} has no data commit at or before {to_datetime(time_us)}; time travel reaches back "
+                "to the first data commit only"
+            )
+        return int(found[1])
+
+    # --- transactions --------------------------------------------------------------------------------
+
+    def begin(self, operation: str | Operation, *, user_metadata: Mapping[str, str] | None = None) -> Transaction:
+        """Start a transaction pinned to the current version. Commit it, or abort it (also on error, as
+        a context manager)."""
+        op = Operation.parse(operation)
+        if op is Operation.CREATE_TABLE:
+            raise InvalidArgumentError("begin(): tables are created with Catalog.create_table()")
+        version, revision = self._head()
+        snapshot = self._services.snapshots.load(self.table_id, self.location, version)
+        return Transaction(self._services, snapshot, op, head_revision=revision, user_metadata=user_metadata)
+
+    def find_commit(self, txn_id: str) -> int | None:
+        """The version a transaction committed, or None; answers CommitOutcomeUnknown once etcd is back."""
+        result = self._coordinator.find_txn(self.table_id, txn_id)
+        return None if result is None else int(result)
+
+    # --- history and changes -------------------------------------------------------------------------
+
+    def _records(self, after: int, upto: int | None) -> list[CommitRecord]:
+        entries = self._coordinator.read_log(self.table_id, after, upto)
+        return [self._services.decode_log_entry(self.location, e) for e in entries]
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits newest first; `limit` reads only that many log entries."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgumentError(f"history(): limit must be a positive int, found {limit!r}")
+        entries = self._coordinator.read_log(self.table_id, -1, None, limit=limit, newest_first=True)
+        out = []
+        for entry in entries:
+            r = self._services.decode_log_entry(self.location, entry)
+            out.append(
+                HistoryEntry(
+                    version=r.version,
+                    time_version=to_datetime(r.time_version),
+                    committed_at=to_datetime(r.committed_at) or datetime.fromtimestamp(0, UTC),
+                    operation=r.operation.display,
+                    txn_id=r.txn_id,
+                    read_version=r.read_version,
+                    retries=r.retries,
+                    files_added=len(r.adds),
+                    files_removed=len(r.removes),
+                    rows_added=sum(f.live_rows for f in r.adds),
+                    rows_removed=sum(f.live_rows for f in r.removes),
+                    user_metadata=r.user_metadata,
+                )
+            )
+        return out
+
+    def changes(
+        self,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        *,
+        start_time: TimeLike | None = None,
+        end_time: TimeLike | None = None,
+        include_rewrites: bool = False,
+    ) -> list[Change]:
+        """Logical changes in an ID-version range or a time range (both ends inclusive).
+
+        Compaction and clustering rewrite files without changing data, so they are left out (D-18);
+        `include_rewrites=True` lists their physical files too, for diagnostics, by ID version only.
+        """
+        by_time = start_time is not None or end_time is not None
+        if by_time and (start_version is not None or end_version is not None):
+            raise InvalidArgumentError("changes(): give a version range or a time range, not both")
+        head_version, _ = self._head()
+        if by_time:
+            if include_rewrites:
+                raise InvalidArgumentError(
+                    "changes(): include_rewrites works with versions only; rewrites have no time version"
+                )
+            start_us = to_time_us(start_time, argument="start_time", method="changes") if start_time is not None else 0
+            end_us = to_time_us(end_time, argument="end_time", method="changes") if end_time is not None else 2**62
+            if start_us > end_us:
+                raise InvalidArgumentError("changes(): start_time is after end_time")
+            found = self._coordinator.versions_between_times(self.table_id, start_us, end_us)
+            if not found:
+                return []
+            wanted = {v for _, v in found}
+            records = [r for r in self._records(min(wanted) - 1, max(wanted)) if r.version in wanted]
+        else:
+            start = 1 if start_version is None else start_version
+            end = head_version if end_version is None else end_version
+            for arg, value in (("start_version", start), ("end_version", end)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InvalidArgumentError(f"changes(): {arg} must be a non-negative int, found {value!r}")
+            if start > end:
+                raise InvalidArgumentError(f"changes(): start_version {start} is after end_version {end}")
+            if end > head_version:
+                raise VersionNotFoundError(f"{self.name} has no version {end}; the newest is {head_version}")
+            records = self._records(start - 1, end)
+        out = []
+        for r in records:
+            if r.operation in REWRITES and not include_rewrites:
+                continue
+            if not (r.adds or r.removes):
+                continue
+            out.append(Change(r.version, to_datetime(r.time_version), r.operation.display, r.adds, r.removes))
+        return out
+
+    # --- maintenance ---------------------------------------------------------------------------------
+
+    def cleanup(self, *, grace_seconds: float = 3600.0) -> CleanupReport:
+        """Delete staged files of transactions that died: not running (no live lease), never committed,
+        and older than `grace_seconds`. Files of committed transactions that no version references (a
+        rebase dropped them, or the writer died before deleting them) go too."""
+        if grace_seconds < 0:
+            raise InvalidArgumentError(f"cleanup(): grace_seconds must be >= 0, found {grace_seconds!r}")
+        storage = self._services.storage(self.location)
+        inflight = self._coordinator.list_inflight(self.table_id)
+        now = self._services.clock() / 1_000_000
+        deleted: list[str] = []
+        kept: list[str] = []
+        for entry in storage.list_dir(DATA_DIR):
+            txn_id = entry.path.rsplit("/", 1)[-1]
+            if txn_id in inflight:
+                kept.append(txn_id)
+                continue
+            files = list(storage.walk(entry.path))
+            newest = max([entry.modified_at, *(f.modified_at for f in files)])
+            if now - newest < grace_seconds:
+                continue
+            version = self.find_commit(txn_id)
+            if version is None:
+                storage.delete(entry.path)
+                deleted.append(entry.path)
+                continue
+            record = self._records(version - 1, version)[0]
+            referenced = {f.path for f in record.adds}
+            for f in files:
+                name = f.path.rsplit("/", 1)[-1]
+                if f.path not in referenced and not name.startswith((".", "_")) and name.endswith(".parquet"):
+                    storage.delete(f.path)
+                    deleted.append(f.path)
+        for entry in storage.list_dir(f"{METADATA_DIR}/commits"):
+            txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
+            if txn_id in inflight or now - entry.modified_at < grace_seconds:
+                continue
+            version = self.find_commit(txn_id)
+            if version is not None:
+                raw = self._coordinator.read_log(self.table_id, version - 1, version)[0]
+                if raw.get("commit_file") == entry.path:
+                    continue  # the log points at this file: it is the committed record
+            storage.delete(entry.path)
+            deleted.append(entry.path)
+        if deleted:
+            logger.info("%s: cleanup deleted %d abandoned staged paths", self.name, len(deleted))
+        return CleanupReport(tuple(deleted), tuple(kept))

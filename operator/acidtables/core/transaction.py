@@ -1,0 +1,444 @@
+"""A transaction: pin a snapshot, stage files, record what was read, then commit or abort (design §3, §5).
+
+This is the two-phase API every operation goes through: the Spark layer (or a test) begins a
+transaction, writes its files under `staging_dir`, tells the transaction what it read and wrote, and
+only then commits. Nothing is visible before the commit; `abort()` deletes the staged files. Tests
+interleave two transactions exactly as the seeds' tables describe by ordering these calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from . import events
+from .errors import InvalidArgumentError, TransactionClosedError
+from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
+from .operations import REWRITES, OpClass, Operation, classify
+from .records import Column, CommitRecord, DataFile, Protocol, Scope, TableMetadata, parse_schema
+from .services import Services
+from .snapshot import Snapshot
+
+logger = logging.getLogger(__name__)
+
+
+def to_datetime(time_us: int | None) -> datetime | None:
+    return None if time_us is None else datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit achieved."""
+
+    #: the ID version the commit took (for a skipped idempotent write: the version that already has it)
+    version: int
+    #: commit time of a data change; None for compaction, clustering and metadata commits
+    time_version: datetime | None
+    #: how many times the commit was rebased onto concurrent commits before it landed
+    retries: int
+    txn_id: str = ""
+    operation: str = ""
+    #: True when an idempotent write (app id, version) had already been applied, so nothing was written
+    skipped: bool = False
+    files_added: int = 0
+    files_removed: int = 0
+
+
+@dataclass
+class _Reads:
+    predicates: list[Expr] = field(default_factory=list)
+    files: dict[str, None] = field(default_factory=dict)  # ordered set
+    whole_table: bool = False
+
+
+class Transaction:
+    """One job on one table. Create it with `Table.begin(operation)`."""
+
+    def __init__(
+        self,
+        services: Services,
+        snapshot: Snapshot,
+        operation: Operation,
+        *,
+        head_revision: int,
+        user_metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        self._services = services
+        self.snapshot = snapshot
+        #: etcd mod revision of the head at the read version: what the first compare-and-swap compares
+        self.head_revision = head_revision
+        self.operation = operation
+        self.txn_id = uuid.uuid4().hex
+        self.started_at = time.monotonic()
+        self._storage = services.storage(snapshot.metadata.location)
+        self._user_metadata = dict(user_metadata or {})
+        self._adds: dict[str, DataFile] = {}
+        self._removes: dict[str, DataFile] = {}
+        self._reads = _Reads()
+        self._scope: Scope | None = None
+        self._app_ids: dict[str, int] = {}
+        self._new_metadata: TableMetadata | None = None
+        self._new_protocol: Protocol | None = None
+        self._closed = False
+        self._committed: CommitInfo | None = None
+        services.coordinator.register_inflight(
+            snapshot.metadata.table_id,
+            self.txn_id,
+            {
+                "operation": operation.value,
+                "read_version": snapshot.version,
+                "staging_dir": self.staging_dir,
+                "started_at": services.clock(),
+            },
+            services.settings.commit.lease_ttl_seconds,
+        )
+        logger.debug(
+            "%s: began %s, txn %s, read version %d", self.table_name, operation.display, self.txn_id, snapshot.version
+        )
+
+    # --- what the transaction is ---------------------------------------------------------------------
+
+    @property
+    def table_name(self) -> str:
+        return self.snapshot.metadata.name
+
+    @property
+    def metadata(self) -> TableMetadata:
+        return self.snapshot.metadata
+
+    @property
+    def read_version(self) -> int:
+        return self.snapshot.version
+
+    @property
+    def staging_dir(self) -> str:
+        """Absolute path or URI where this transaction writes its data files; nobody else writes there."""
+        return self._storage.absolute(self._storage.staging_dir(self.txn_id))
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self, method: str) -> None:
+        if self._closed:
+            state = "committed" if self._committed else "aborted"
+            raise TransactionClosedError(
+                f"{method}(): transaction {self.txn_id} on {self.table_name} is already {state}"
+            )
+
+    # --- staging -------------------------------------------------------------------------------------
+
+    def _coerce_file(self, file: DataFile | Mapping[str, Any], method: str) -> DataFile:
+        if isinstance(file, Mapping):
+            try:
+                file = DataFile.from_json(file)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InvalidArgumentError(f"{method}(): {file!r} is not a data file description ({exc})") from None
+        if not isinstance(file, DataFile):
+            raise InvalidArgumentError(f"{method}(): expected DataFile or a mapping, found {type(file).__name__}")
+        if not file.path:
+            raise InvalidArgumentError(f"{method}(): a data file needs a path")
+        if file.rows < 0 or file.size_bytes < 0:
+            raise InvalidArgumentError(f"{method}(): {file.path} has a negative row count or size")
+        partition_by = set(self.metadata.partition_by)
+        if set(file.partition) != partition_by:
+            raise InvalidArgumentError(
+                f"{method}(): {file.path} has partition values for {sorted(file.partition)} but "
+                f"{self.table_name} is partitioned by {sorted(partition_by)}"
+            )
+        return replace(file, path=self._storage.relative(file.path), added_version=None)
+
+    def add_files(self, files: Iterable[DataFile | Mapping[str, Any]]) -> None:
+        """Stage data files this transaction wrote (under `staging_dir`, or anywhere with unique names)."""
+        self._check_open("add_files")
+        for raw in files:
+            file = self._coerce_file(raw, "add_files")
+            live = file.path in self.snapshot.files_by_path
+            if file.path in self._adds or (live and file.path not in self._removes):
+                raise InvalidArgumentError(
+                    f"add_files(): {file.path} is already in {self.table_name}; files are immutable, so a "
+                    "new file needs a new name (a deletion vector change removes the old entry first)"
+                )
+            if self.operation in REWRITES:
+                file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
+            self._adds[file.path] = file
+
+    def remove_files(self, files: Iterable[DataFile | str]) -> None:
+        """Mark files of the pinned snapshot as removed (rewritten, overwritten, compacted away)."""
+        self._check_open("remove_files")
+        for item in files:
+            path = self._storage.relative(item.path if isinstance(item, DataFile) else str(item))
+            current = self.snapshot.files_by_path.get(path)
+            if current is None:
+                raise InvalidArgumentError(
+                    f"remove_files(): {path} is not an active file of {self.table_name} at version {self.read_version}"
+                )
+            if path in self._adds:
+                raise InvalidArgumentError(f"remove_files(): {path} was added by this transaction")
+            self._removes[path] = replace(current, data_change=self.operation not in REWRITES)
+
+    # --- what was read (conflict-rules §17) ---------------------------------------------------------
+
+    def _parse(self, predicate: str | Expr | None, method: str) -> Expr | None:
+        if predicate is None or isinstance(predicate, Expr):
+            return predicate
+        if not isinstance(predicate, str):
+            raise InvalidArgumentError(
+                f"{method}(): predicate must be a SQL string or an Expr, found {type(predicate).__name__}"
+            )
+        return parse_predicate(predicate, self.metadata.column_names)
+
+    def scan(self, predicate: str | Expr | None = None) -> list[DataFile]:
+        """The pinned snapshot's files that might match `predicate`, recorded as read.
+
+        A predicate core cannot understand (or none) is recorded as a read of the whole table, which is
+        conservative: it can only add conflicts, never hide one.
+        """
+        self._check_open("scan")
+        expr = self._parse(predicate, "scan")
+        files = self.snapshot.prune(expr)
+        self.record_read(predicate=expr, files=files, whole_table=expr is None)
+        return files
+
+    def record_read(
+        self, *, predicate: str | Expr | None = None, files: Iterable[DataFile | str] = (), whole_table: bool = False
+    ) -> None:
+        """Record reads done outside `scan` (e.g. a Spark job that filtered files itself)."""
+        self._check_open("record_read")
+        if isinstance(predicate, str):
+            parsed = self._parse(predicate, "record_read")
+            if parsed is None:
+                whole_table = True
+            predicate = parsed
+        if predicate is not None:
+            self._reads.predicates.append(predicate)
+        for f in files:
+            self._reads.files[self._storage.relative(f.path if isinstance(f, DataFile) else str(f))] = None
+        self._reads.whole_table = self._reads.whole_table or whole_table
+
+    def set_scope(
+        self, partitions: Sequence[Mapping[str, Literal]] | None, predicate: str | Expr | None = None
+    ) -> None:
+        """The partitions this job targets (conflict-rules D-09); None means the whole table.
+
+        Without a call, the scope is derived at commit: the partitions of the files added, removed and
+        read, plus the partition part of the read predicates.
+        """
+        self._check_open("set_scope")
+        partition_by = set(self.metadata.partition_by)
+        if partitions is not None:
+            for p in partitions:
+                if set(p) != partition_by:
+                    raise InvalidArgumentError(
+                        f"set_scope(): partition {dict(p)} does not name exactly the partition columns "
+                        f"{sorted(partition_by)} of {self.table_name}"
+                    )
+        self._scope = Scope(
+            None if partitions is None else tuple(dict(p) for p in partitions), self._parse(predicate, "set_scope")
+        )
+
+    def set_app_transaction(self, app_id: str, version: int) -> None:
+        """Make the write idempotent: (app_id, version) is applied at most once (D-27)."""
+        self._check_open("set_app_transaction")
+        if not app_id or not isinstance(app_id, str):
+            raise InvalidArgumentError("set_app_transaction(): app_id must be a non-empty string")
+        if not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"set_app_transaction(): version must be a non-negative int, found {version!r}")
+        self._app_ids[app_id] = version
+
+    def update_metadata(
+        self,
+        *,
+        add_columns: str | Sequence[Column] | None = None,
+        properties: Mapping[str, str] | None = None,
+        isolation_level: str | None = None,
+    ) -> None:
+        """A metadata change (ALTER); it fails every overlapping write (seed 004, D-13, D-32)."""
+        self._check_open("update_metadata")
+        from .operations import IsolationLevel, Policy
+
+        current = self._new_metadata or self.metadata
+        changes: dict[str, Any] = {}
+        if add_columns:
+            new = parse_schema(add_columns, method="alter_table")
+            existing = {c.name.lower() for c in current.columns}
+            clash = [c.name for c in new if c.name.lower() in existing]
+            if clash:
+                raise InvalidArgumentError(f"alter_table(): column(s) {clash} already exist in {self.table_name}")
+            changes["columns"] = current.columns + tuple(Column(c.name, c.type, True) for c in new)
+        if properties:
+            changes["properties"] = {**current.properties, **{str(k): str(v) for k, v in properties.items()}}
+        if isolation_level is not None:
+            if current.conflict_policy is not Policy.DELTA:
+                raise InvalidArgumentError(
+                    f"alter_table(): isolation_level applies to the delta policy only; {self.table_name} uses "
+                    f"{current.conflict_policy.value}"
+                )
+            try:
+                changes["isolation_level"] = IsolationLevel(isolation_level)
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"alter_table(): isolation_level={isolation_level!r}; use Serializable or WriteSerializable"
+                ) from None
+        if not changes:
+            raise InvalidArgumentError(
+                "alter_table(): nothing to change; give add_columns, properties or isolation_level"
+            )
+        self._new_metadata = replace(current, **changes)
+
+    def upgrade_protocol(
+        self, *, reader_version: int | None = None, writer_version: int | None = None, features: Sequence[str] = ()
+    ) -> None:
+        self._check_open("upgrade_protocol")
+        current = self._new_protocol or self.snapshot.protocol
+        self._new_protocol = Protocol(
+            reader_version or current.reader_version,
+            writer_version or current.writer_version,
+            tuple(sorted(set(current.features) | set(features))),
+        )
+
+    # --- the intent ----------------------------------------------------------------------------------
+
+    @property
+    def reads_table(self) -> bool:
+        return bool(self._reads.predicates or self._reads.files or self._reads.whole_table)
+
+    def _derived_scope(self) -> Scope:
+        meta = self.metadata
+        if not meta.partition_by:
+            return Scope()
+        if self._reads.whole_table:
+            return Scope()
+        if self.operation in (Operation.TRUNCATE, Operation.INSERT_OVERWRITE) and not (self._adds or self._removes):
+            return Scope()
+        partitions: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for f in [*self._adds.values(), *self._removes.values()]:
+            partitions.setdefault(tuple(sorted(f.partition.items())), dict(f.partition))
+        for path in self._reads.files:
+            read = self.snapshot.files_by_path.get(path)
+            if read is not None:
+                partitions.setdefault(tuple(sorted(read.partition.items())), dict(read.partition))
+        narrowed = [restrict_to_columns(p, frozenset(meta.partition_by)) for p in self._reads.predicates]
+        predicate = None if not narrowed else (narrowed[0] if len(narrowed) == 1 else Or(tuple(narrowed)))
+        return Scope(tuple(partitions.values()), predicate)
+
+    def intent(self) -> CommitRecord:
+        """The commit record this transaction would write now (before any rebase)."""
+        meta = self.metadata
+        blind = self.operation is Operation.INSERT_INTO and not self.reads_table and not self._removes
+        op_class = classify(self.operation, meta.conflict_policy, read_table=self.reads_table)
+        if self._new_protocol is not None:
+            op_class = OpClass.PROTO
+        return CommitRecord(
+            txn_id=self.txn_id,
+            version=self.read_version + 1,
+            read_version=self.read_version,
+            operation=self.operation,
+            op_class=op_class,
+            policy=meta.conflict_policy,
+            isolation_level=meta.isolation_level,
+            scope=self._scope if self._scope is not None else self._derived_scope(),
+            read_predicates=tuple(self._reads.predicates),
+            read_files=tuple(self._reads.files),
+            reads_whole_table=self._reads.whole_table,
+            adds=tuple(self._adds.values()),
+            removes=tuple(self._removes.values()),
+            blind_append=blind,
+            app_ids=dict(self._app_ids),
+            metadata=self._new_metadata,
+            protocol=self._new_protocol,
+            user_metadata=self._user_metadata,
+        )
+
+    # --- ending --------------------------------------------------------------------------------------
+
+    def commit(self) -> CommitInfo:
+        """Validate against concurrent commits and make this transaction's changes visible, atomically.
+
+        Raises a ConcurrentModificationException subclass when a concurrent commit conflicts (nothing
+        is then visible and the staged files are deleted), CommitRetriesExhausted, CoordinatorUnavailable
+        or CommitOutcomeUnknown.
+        """
+        self._check_open("commit")
+        from .committer import Committer
+
+        try:
+            info = Committer(self._services, self).run()
+        except BaseException:
+            self._closed = True
+            raise
+        self._closed = True
+        self._committed = info
+        return info
+
+    def abort(self) -> None:
+        """Give up: nothing becomes visible and the staged files are deleted. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.discard_staged(keep=())
+        self._forget_inflight()
+        events.emit(
+            events.CommitEvent(
+                kind="aborted",
+                namespace=self.table_name.split(".")[0],
+                table=self.table_name.split(".", 1)[-1],
+                table_id=self.metadata.table_id,
+                operation=self.operation.value,
+                txn_id=self.txn_id,
+            )
+        )
+        self._services.coordinator.record_event(
+            self.metadata.table_id,
+            self.txn_id,
+            {"kind": "aborted", "table": self.table_name, "operation": self.operation.value, "txn_id": self.txn_id},
+            self._services.settings.commit.event_ttl_seconds,
+        )
+
+    def discard_staged(self, keep: Iterable[str]) -> None:
+        """Delete this transaction's staged files except `keep`; failures are warnings (after the commit
+        point nothing may raise, and cleanup removes leftovers later)."""
+        keep_set = set(keep)
+        doomed = [p for p in self._adds if p not in keep_set]
+        if not doomed:
+            return
+        staging = self._storage.staging_dir(self.txn_id)
+        try:
+            if not keep_set and all(p.startswith(staging + "/") for p in doomed):
+                self._storage.delete(staging)
+            else:
+                for path in doomed:
+                    self._storage.delete(path)
+        except OSError as exc:
+            logger.warning(
+                "%s: could not delete staged files of txn %s (%s); cleanup will remove them",
+                self.table_name,
+                self.txn_id,
+                exc,
+            )
+
+    def _forget_inflight(self) -> None:
+        try:
+            self._services.coordinator.unregister_inflight(self.metadata.table_id, self.txn_id)
+        except Exception as exc:  # the lease expires it anyway
+            logger.info(
+                "%s: could not unregister txn %s (%s); its lease will expire it", self.table_name, self.txn_id, exc
+            )
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return (
+            f"Transaction({self.table_name}, {self.operation.value}, txn={self.txn_id}, "
+            f"read_version={self.read_version})"
+        )

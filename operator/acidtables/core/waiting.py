@@ -1,0 +1,46 @@
+"""Deadline-bounded polling.
+
+Waiting on another process (etcd coming up, a key appearing) with a fixed ``sleep`` is
+either too slow or flaky depending on the machine.  Polling a predicate against a
+monotonic deadline is as fast as the condition allows and fails loudly when it never
+holds, so every such wait in the project goes through :func:`wait_for`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["wait_for"]
+
+
+def wait_for(
+    predicate: Callable[[], bool],
+    timeout_seconds: float,
+    interval_seconds: float = 0.05,
+    message: str = "",
+) -> None:
+    """Call ``predicate`` until it returns true or ``timeout_seconds`` pass.
+
+    The predicate is always called at least once, even with a zero timeout, so a condition
+    that already holds never times out.  Exceptions raised by the predicate propagate.
+
+    Raises:
+        ValueError: if the timeout is negative or the interval is not positive.
+        TimeoutError: if the predicate never returned true before the deadline; its text is
+            ``message`` when given.
+    """
+    if timeout_seconds < 0:
+        raise ValueError(f"timeout_seconds must be >= 0, got {timeout_seconds!r}")
+    if interval_seconds <= 0:
+        raise ValueError(f"interval_seconds must be > 0, got {interval_seconds!r}")
+    # monotonic, not time.time(): a wall-clock jump must not shorten or stretch the wait.
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        if predicate():
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(message or f"condition not met within {timeout_seconds:g} s")
+        # Never sleep past the deadline: the last check should happen close to it.
+        time.sleep(min(interval_seconds, remaining))

@@ -1,0 +1,43 @@
+"""The public path of every acidtables error (`from acidtables.errors import ConcurrentAppendException`)."""
+
+from acidtables.core.errors import (
+    AcidTablesError,
+    CommitOutcomeUnknown,
+    CommitRetriesExhausted,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+    ConcurrentTransactionException,
+    ConfigurationError,
+    CoordinatorUnavailable,
+    InvalidArgumentError,
+    MetadataChangedException,
+    ProtocolChangedException,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    TransactionConflictException,
+    VersionNotFoundError,
+)
+
+__all__ = [
+    "AcidTablesError",
+    "CommitOutcomeUnknown",
+    "CommitRetriesExhausted",
+    "ConcurrentAppendException",
+    "ConcurrentDeleteDeleteException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentModificationException",
+    "ConcurrentTransactionException",
+    "ConfigurationError",
+    "CoordinatorUnavailable",
+    "InvalidArgumentError",
+    "MetadataChangedException",
+    "ProtocolChangedException",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "TransactionClosedError",
+    "TransactionConflictException",
+    "VersionNotFoundError",
+]

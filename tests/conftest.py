@@ -7,11 +7,14 @@ writing only under their own random prefix instead of wiping the server between 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
 
+from acidtables import Catalog
 from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.settings import EtcdSettings, Settings
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +30,17 @@ def etcd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEt
 @pytest.fixture
 def etcd_prefix() -> str:
     return f"/acidtables-test/{uuid4().hex}"
+
+
+@pytest.fixture
+def catalog(etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path) -> Iterator[Catalog]:
+    """A catalog on the session's etcd, under a fresh prefix, with a warehouse in the test's tmp dir."""
+    settings = Settings(
+        etcd=EtcdSettings((etcd_server.endpoint,), prefix=etcd_prefix),
+        warehouse=str(tmp_path / "warehouse"),
+    )
+    cat = Catalog(settings)
+    try:
+        yield cat
+    finally:
+        cat.close()

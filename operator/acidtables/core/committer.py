@@ -28,6 +28,7 @@ from .errors import (
 from .etcd import CasResult, CommitAnswerLost
 from .records import CommitRecord, Head
 from .services import Services
+from .snapshot import SnapshotBuilder
 
 if TYPE_CHECKING:
     from .transaction import CommitInfo, Transaction
@@ -44,6 +45,8 @@ class Committer:
         self.storage = services.storage(txn.metadata.location)
         self.settings = services.settings.commit
         self.started = time.monotonic()
+        #: winning commits we were rebased onto, in log order; with our record they rebuild the new head
+        self.winners: list[CommitRecord] = []
 
     # --- events --------------------------------------------------------------------------------------
 
@@ -112,6 +115,7 @@ class Committer:
                 if isinstance(verdict, ConcurrentModificationException):
                     self._fail(verdict)
                     raise verdict
+                self.winners.append(winner)
                 intent = verdict
                 base_version = winner.version
                 if winner.time_version is not None:
@@ -222,7 +226,7 @@ class Committer:
 
         txn = self.txn
         txn.discard_staged(keep=[f.path for f in record.adds])
-        txn._forget_inflight()
+        self._cache_new_snapshot(record)
         events.emit(self._event("committed", version=record.version, retries=record.retries))
         if record.version % self.settings.checkpoint_interval == 0:
             try:
@@ -251,6 +255,16 @@ class Committer:
             files_added=len(record.adds),
             files_removed=len(record.removes),
         )
+
+    def _cache_new_snapshot(self, record: CommitRecord) -> None:
+        """The next transaction of this process then starts without reading the log."""
+        chain = [w for w in self.winners if w.version < record.version] + [record]
+        if [r.version for r in chain] != list(range(self.txn.read_version + 1, record.version + 1)):
+            return  # we did not see every commit in between (the answer-lost path): let the cache read the log
+        try:
+            self.services.snapshots.put(SnapshotBuilder(self.txn.snapshot).apply_all(chain).build())
+        except ValueError as exc:  # never after the commit point; the cache just misses
+            logger.debug("%s: not caching version %d: %s", self.meta.name, record.version, exc)
 
     def _fail(self, conflict: ConcurrentModificationException) -> None:
         self._give_up()

@@ -299,6 +299,8 @@ class Coordinator:
             ops.Put(self.log_key(table_id, version), _dumps(record)),
             ops.Put(self.head_key(table_id), _dumps(head)),
             ops.Put(self._key(table_id, "txns", txn_id), str(version).encode()),
+            # the transaction is no longer in flight the moment it commits: same round trip
+            ops.Delete(self._key(table_id, "inflight", txn_id)),
         ]
         if time_version is not None:
             puts.append(ops.Put(self._key(table_id, "times", _pad(time_version)), str(version).encode()))
@@ -384,6 +386,23 @@ class Coordinator:
             except Exception as exc:  # etcd down: keep trying, running transactions are unaffected
                 logger.info("refreshing the in-flight lease failed (%s); will retry", exc)
                 self._reset_client()
+
+    def begin_transaction(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> HeadState:
+        """Register a transaction as in flight and read the head it pins, in one round trip."""
+        lease = self._process_lease(ttl)
+        inflight = self._key(table_id, "inflight", txn_id)
+        head_key = self.head_key(table_id)
+        _, responses = self._call(
+            "begin",
+            lambda c: c.transaction(
+                compare=[], success=[ops.Put(inflight, _dumps(info), lease), ops.Get(head_key)], failure=[]
+            ),
+        )
+        kvs = responses[1]
+        if not kvs:
+            self._call("an in-flight removal", lambda c: c.delete(inflight))
+            raise LookupError(f"table {table_id} has no head")
+        return HeadState(json.loads(kvs[0][0]), kvs[0][1].mod_revision)
 
     def register_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> None:
         lease = self._process_lease(ttl)

@@ -8,6 +8,7 @@ have no time version and their files are not changes (seeds 000/002, D-18, D-19)
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -162,9 +163,24 @@ class Table:
         op = Operation.parse(operation)
         if op is Operation.CREATE_TABLE:
             raise InvalidArgumentError("begin(): tables are created with Catalog.create_table()")
-        version, revision = self._head()
+        txn_id = uuid.uuid4().hex
+        storage = self._services.storage(self.location)
+        info = {
+            "operation": op.value,
+            "staging_dir": storage.absolute(storage.staging_dir(txn_id)),
+            "started_at": self._services.clock(),
+        }
+        try:
+            head = self._coordinator.begin_transaction(
+                self.table_id, txn_id, info, self._services.settings.commit.lease_ttl_seconds
+            )
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
+        version = int(head.value["version"])
         snapshot = self._services.snapshots.load(self.table_id, self.location, version)
-        return Transaction(self._services, snapshot, op, head_revision=revision, user_metadata=user_metadata)
+        return Transaction(
+            self._services, snapshot, op, txn_id=txn_id, head_revision=head.mod_revision, user_metadata=user_metadata
+        )
 
     def find_commit(self, txn_id: str) -> int | None:
         """The version a transaction committed, or None; answers CommitOutcomeUnknown once etcd is back."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -65,6 +64,7 @@ class Transaction:
         snapshot: Snapshot,
         operation: Operation,
         *,
+        txn_id: str,
         head_revision: int,
         user_metadata: Mapping[str, str] | None = None,
     ) -> None:
@@ -73,7 +73,7 @@ class Transaction:
         #: etcd mod revision of the head at the read version: what the first compare-and-swap compares
         self.head_revision = head_revision
         self.operation = operation
-        self.txn_id = uuid.uuid4().hex
+        self.txn_id = txn_id
         self.started_at = time.monotonic()
         self._storage = services.storage(snapshot.metadata.location)
         self._user_metadata = dict(user_metadata or {})
@@ -86,17 +86,6 @@ class Transaction:
         self._new_protocol: Protocol | None = None
         self._closed = False
         self._committed: CommitInfo | None = None
-        services.coordinator.register_inflight(
-            snapshot.metadata.table_id,
-            self.txn_id,
-            {
-                "operation": operation.value,
-                "read_version": snapshot.version,
-                "staging_dir": self.staging_dir,
-                "started_at": services.clock(),
-            },
-            services.settings.commit.lease_ttl_seconds,
-        )
         logger.debug(
             "%s: began %s, txn %s, read version %d", self.table_name, operation.display, self.txn_id, snapshot.version
         )

@@ -193,6 +193,13 @@ class Table:
         entries = self._coordinator.read_log(self.table_id, after, upto)
         return [self._services.decode_log_entry(self.location, e) for e in entries]
 
+    def commits(self, start_version: int = 0, end_version: int | None = None) -> list[CommitRecord]:
+        """The full commit records of a version range (both ends inclusive), oldest first, as the log
+        holds them: what conflict detection and replay see."""
+        if isinstance(start_version, bool) or not isinstance(start_version, int) or start_version < 0:
+            raise InvalidArgumentError(f"commits(): start_version must be a non-negative int, found {start_version!r}")
+        return self._records(start_version - 1, end_version)
+
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits newest first; `limit` reads only that many log entries."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

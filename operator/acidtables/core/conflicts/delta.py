@@ -179,7 +179,10 @@ def concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: 
     With deletion vectors on, a plain OPTIMIZE still succeeds: it drops the output bins whose inputs are
     gone (D-24), which can leave it an empty commit; it never resurrects or duplicates rows.
     """
-    both = winner.removed_paths() & intent.removed_paths()
+    # A remove of the entry the winner itself re-added (a deletion vector rebased in rebase_rows) removes
+    # what is live now, not the file the winner removed.
+    live_now = {f.path: f for f in winner.adds}
+    both = {f.path for f in intent.removes if f.path in winner.removed_paths() and live_now.get(f.path) != f}
     if not both:
         return None
     if table.deletion_vectors and intent.op_class is OpClass.OPT:

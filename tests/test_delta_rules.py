@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from tests.jobs import assert_invariants, live_tokens, stage, tokens_of, with_deletion_vector
@@ -156,7 +157,7 @@ UDM = ("UPD", "DEL", "MRG")
 A, DR, DD = ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException
 
 
-def without_rlc_cases() -> list[object]:
+def without_rlc_cases() -> list[Any]:
     """§8.1 'Without RLC', overlapping on the same file. `files`: DVs off; `partitioned-dv`: DVs on."""
     out = []
     for setting in ("files", "partitioned-dv"):
@@ -185,7 +186,7 @@ def test_without_row_level_concurrency(
     run(table, e, lj, expected)
 
 
-def rlc_cases() -> list[object]:
+def rlc_cases() -> list[Any]:
     """§8.1 'With RLC' (unpartitioned, DVs on): conflicts only on the same row, or with ZORDER."""
     out = []
     for level in (SER, WS):

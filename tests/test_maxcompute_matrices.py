@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
+from typing import Any
 
 import pytest
 from tests.jobs import (
@@ -71,7 +72,7 @@ TXN_JOBS: dict[str, list[JobFactory]] = {
 }
 
 
-def cases(matrix: list[tuple[str, str, str]], jobs: dict[str, list[JobFactory]]) -> list[object]:
+def cases(matrix: list[tuple[str, str, str]], jobs: dict[str, list[JobFactory]]) -> list[Any]:
     out = []
     for earlier, later, outcome in matrix:
         for e in jobs[earlier]:

@@ -1,0 +1,84 @@
+"""The predicate language core evaluates against partition values and statistics (pure, no etcd)."""
+
+from __future__ import annotations
+
+import pytest
+
+from acidtables.core.expressions import (
+    TRUE,
+    ColumnBounds,
+    Compare,
+    expr_from_json,
+    might_match,
+    parse_predicate,
+    restrict_to_columns,
+)
+
+COLUMNS = ["id", "dt", "amount", "name"]
+
+
+def bounds(**cols: tuple[object, object]) -> dict[str, ColumnBounds]:
+    return {k: ColumnBounds(lo, hi) for k, (lo, hi) in cols.items()}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("predicate", "file", "expected"),
+    [
+        ("dt = '2026-11-01'", {"dt": ("2026-11-01", "2026-11-01")}, True),
+        ("dt = '2026-11-01'", {"dt": ("2026-11-02", "2026-11-02")}, False),
+        ("id > 10", {"id": (1, 10)}, False),
+        ("id >= 10", {"id": (1, 10)}, True),
+        ("10 < id", {"id": (1, 10)}, False),
+        ("id BETWEEN 3 AND 4", {"id": (5, 9)}, False),
+        ("id NOT BETWEEN 3 AND 9", {"id": (5, 9)}, False),
+        ("id IN (1, 2)", {"id": (3, 9)}, False),
+        ("id NOT IN (4)", {"id": (4, 4)}, False),
+        ("id != 4", {"id": (4, 4)}, False),
+        ("NOT (id < 5)", {"id": (1, 4)}, False),
+        ("id = 1 OR dt = 'x'", {"id": (5, 9), "dt": ("x", "x")}, True),
+        ("t.amount < 0 AND dt = 'a'", {"amount": (0.0, 9.5), "dt": ("a", "a")}, False),
+        ("amount < 0", {"dt": ("a", "a")}, True),  # no statistics for amount: might match
+        ("name = 'x'", {"name": (1, 2)}, True),  # mismatched types: don't guess
+        ("dt = DATE '2026-11-01'", {"dt": ("2026-11-01", "2026-11-01")}, True),
+        ("name = 'it''s'", {"name": ("it's", "it's")}, True),
+        ("id = NULL", {"id": (1, 2)}, False),
+    ],
+)
+def test_might_match(predicate: str, file: dict[str, tuple[object, object]], expected: bool) -> None:
+    expr = parse_predicate(predicate, COLUMNS)
+    assert expr is not None
+    assert might_match(expr, bounds(**file)) is expected
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    ["t.id = s.id", "upper(name) = 'X'", "id + 1 = 2", "id = (SELECT 1)", "id LIKE 'a%'", "unknown_col = 1", "id ="],
+)
+def test_predicates_beyond_the_subset_are_not_understood(predicate: str) -> None:
+    assert parse_predicate(predicate, COLUMNS) is None
+
+
+def test_null_partition_values() -> None:
+    null = {"dt": ColumnBounds.exact(None)}
+    assert might_match(parse_predicate("dt IS NULL", COLUMNS), null)  # type: ignore[arg-type]
+    assert not might_match(parse_predicate("dt = 'a'", COLUMNS), null)  # type: ignore[arg-type]
+    assert not might_match(parse_predicate("dt IS NOT NULL", COLUMNS), null)  # type: ignore[arg-type]
+
+
+def test_restricting_to_partition_columns_widens_the_rest() -> None:
+    expr = parse_predicate("dt = 'a' AND amount < 0", COLUMNS)
+    assert expr is not None
+    narrowed = restrict_to_columns(expr, frozenset({"dt"}))
+    assert might_match(narrowed, bounds(dt=("a", "a")))
+    assert not might_match(narrowed, bounds(dt=("b", "b")))
+    negated = parse_predicate("NOT (dt = 'a' AND amount < 0)", COLUMNS)
+    assert negated is not None
+    assert restrict_to_columns(negated, frozenset({"dt"})) != TRUE
+    assert might_match(restrict_to_columns(negated, frozenset({"dt"})), bounds(dt=("a", "a")))
+
+
+def test_json_round_trip() -> None:
+    expr = parse_predicate("(dt IN ('a', 'b') OR id IS NOT NULL) AND NOT amount >= 1.5", COLUMNS)
+    assert expr is not None
+    assert expr_from_json(expr.to_json()) == expr
+    assert Compare("id", "=", 1).columns() == frozenset({"id"})

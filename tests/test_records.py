@@ -1,0 +1,123 @@
+"""Persisted records round-trip, and every error is under the one root (style: one exception tree)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import acidtables.errors as public_errors
+from acidtables.core.errors import AcidTablesError, ConcurrentModificationException, TransactionConflictException
+from acidtables.core.expressions import parse_predicate
+from acidtables.core.operations import IsolationLevel, OpClass, Operation, Policy
+from acidtables.core.records import (
+    ColumnStats,
+    CommitRecord,
+    DataFile,
+    Protocol,
+    Scope,
+    TableMetadata,
+    parse_schema,
+)
+
+
+def test_commit_record_round_trips_through_json() -> None:
+    meta = TableMetadata(
+        table_id="t1",
+        name="a.b",
+        location="/w/a/b",
+        columns=parse_schema("id BIGINT NOT NULL, dt STRING", method="t"),
+        partition_by=("dt",),
+        conflict_policy=Policy.DELTA,
+        isolation_level=IsolationLevel.SERIALIZABLE,
+        row_level_concurrency=True,
+        properties={"k": "v"},
+        created_at=5,
+    )
+    record = CommitRecord(
+        txn_id="x",
+        version=3,
+        read_version=1,
+        operation=Operation.UPDATE,
+        op_class=OpClass.UPD,
+        policy=Policy.DELTA,
+        isolation_level=IsolationLevel.SERIALIZABLE,
+        committed_at=10,
+        time_version=11,
+        scope=Scope(({"dt": "a"},), parse_predicate("dt > 'a'", ["dt"])),
+        read_predicates=(parse_predicate("id = 1", ["id"]),),  # type: ignore[arg-type]
+        read_files=("data/x/f.parquet",),
+        reads_whole_table=False,
+        adds=(
+            DataFile(
+                "data/x/g.parquet",
+                {"dt": "a"},
+                3,
+                30,
+                {"id": ColumnStats(1, 3, 0)},
+                True,
+                "delta",
+                (1,),
+                ("data/x/f.parquet",),
+                True,
+                None,
+                {"tokens": ["a"]},
+            ),
+        ),
+        removes=(DataFile("data/x/f.parquet", {"dt": "a"}, 4, 40, data_change=False),),
+        app_ids={"s": 2},
+        metadata=meta,
+        protocol=Protocol(1, 2, ("deletionVectors",)),
+        user_metadata={"job": "j"},
+        retries=2,
+    )
+    back = CommitRecord.from_json(record.to_json())
+    # adds read from the log carry the version that added them
+    assert back.adds[0].added_version == 3
+    assert back == record.__class__(**{**record.__dict__, "adds": back.adds})
+    assert back.adds[0].to_json() == record.adds[0].to_json()
+
+
+def test_every_public_error_is_under_the_one_root() -> None:
+    classes = [obj for _, obj in inspect.getmembers(public_errors, inspect.isclass)]
+    assert classes and all(issubclass(c, AcidTablesError) for c in classes)
+    conflicts = [c for c in classes if issubclass(c, ConcurrentModificationException)]
+    assert {c.__name__ for c in conflicts} >= {
+        "ConcurrentAppendException",
+        "ConcurrentDeleteReadException",
+        "ConcurrentDeleteDeleteException",
+        "MetadataChangedException",
+        "ConcurrentTransactionException",
+        "ProtocolChangedException",
+        "TransactionConflictException",
+    }
+
+
+def test_a_conflict_message_names_the_winner_the_partition_and_what_to_do() -> None:
+    exc = TransactionConflictException(
+        table="sales.orders",
+        operation="UPDATE",
+        read_version=40,
+        winning_version=42,
+        winning_operation="INSERT INTO",
+        earlier_op="II",
+        later_op="UD",
+        scope="dt=2024-05-01",
+    )
+    assert str(exc).startswith(
+        "UPDATE on sales.orders [dt=2024-05-01] lost to INSERT INTO at version 42 (read version 40)"
+    )
+    assert "Nothing was committed" in str(exc) and "Re-run the job" in str(exc)
+    assert exc.to_dict()["earlier_op"] == "II" and exc.to_dict()["winning_version"] == 42
+
+
+@pytest.mark.parametrize("name", ["insert into", "INSERT_INTO", "insert-into", Operation.INSERT_INTO])
+def test_operation_names_are_forgiving_about_spelling(name: object) -> None:
+    assert Operation.parse(name) is Operation.INSERT_INTO  # type: ignore[arg-type]
+
+
+def test_an_unknown_operation_lists_the_valid_ones() -> None:
+    from acidtables.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="insert_into, insert_overwrite"):
+        Operation.parse("upsert")

@@ -1,0 +1,191 @@
+"""The `acidtables` command: argument parsing, the catalog to use, rendering, exit codes.
+
+Commands build one result object and `output.render` prints it (a human table, or with `--json` one
+JSON document); every failure goes through `output.render_error`, so the exit code and the error
+document are decided in one place:
+
+    0 ok, 1 error, 2 usage, 3 conflict (ConcurrentModificationException), 4 etcd unavailable,
+    130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import NoReturn
+
+from acidtables.core.catalog import Catalog
+from acidtables.core.errors import ConfigurationError
+
+from . import commands
+from .demo import run_demo
+from .output import EXIT_OK, UsageError, render, render_error
+from .server import run_etcd
+
+_EPILOG = """\
+Without --local, commands connect with the ACIDTABLES_* settings (ACIDTABLES_ETCD_ENDPOINTS,
+ACIDTABLES_WAREHOUSE, ...). --local uses an embedded etcd under PATH (default: $ACIDTABLES_HOME, else
+~/.local/share/acidtables); give the path as --local=PATH.
+
+exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 etcd unavailable"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so `main` renders usage errors like any other (--json too)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return value
+
+
+def _global_options(*, with_defaults: bool) -> _Parser:
+    """The options valid before and after the command: `acidtables --json tables` = `acidtables tables --json`.
+
+    After the command their defaults are SUPPRESS, so an option not repeated there does not reset
+    the value given before it.
+    """
+
+    def default(value: object) -> object:
+        return value if with_defaults else argparse.SUPPRESS
+
+    options = _Parser(add_help=False)
+    options.add_argument("--json", action="store_true", default=default(False), help="print one JSON document")
+    options.add_argument(
+        "--verbose", "-v", action="store_true", default=default(False), help="log progress; tracebacks on errors"
+    )
+    options.add_argument(
+        "--local",
+        nargs="?",
+        const="",
+        default=default(None),
+        metavar="PATH",
+        help="use an embedded etcd and warehouse under PATH (--local=PATH) or the default directory",
+    )
+    return options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="acidtables",
+        description="ACID tables whose every commit is an etcd compare-and-swap.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_global_options(with_defaults=True)],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    options = [_global_options(with_defaults=False)]
+
+    etcd = sub.add_parser("etcd", parents=options, help="run the embedded etcd in the foreground (Ctrl-C stops it)")
+    etcd.add_argument("--data-dir", metavar="D", help="directory for etcd's data and the warehouse")
+    etcd.add_argument("--port", type=_port, metavar="P", help="client port (default: a free one)")
+
+    tables = sub.add_parser("tables", parents=options, help="list tables")
+    tables.add_argument("namespace", nargs="?", help="only this namespace")
+
+    describe = sub.add_parser("describe", parents=options, help="show a table's definition and current state")
+    describe.add_argument("name", help="namespace.table")
+
+    history = sub.add_parser("history", parents=options, help="show a table's commits, newest first")
+    history.add_argument("name", help="namespace.table")
+    history.add_argument("--limit", type=_positive_int, metavar="N", help="only the newest N commits")
+
+    sub.add_parser("demo", parents=options, help="run overlapping transactions on each conflict policy")
+    return parser
+
+
+def _expand_local(argv: Sequence[str]) -> list[str]:
+    """A bare `--local` means the default directory, never "the next word is the path".
+
+    argparse would otherwise read `acidtables --local tables` as PATH=tables and no command; so the
+    path must be attached (`--local=PATH`), and a bare `--local` becomes `--local=`.
+    """
+    return ["--local=" if arg == "--local" else arg for arg in argv]
+
+
+def _open_catalog(local: str | None) -> Catalog:
+    if local is not None:
+        return Catalog.local(local or None)
+    try:
+        return Catalog.connect()
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{exc} On the command line, `acidtables --local ...` does that.") from None
+
+
+@contextmanager
+def _logging(verbose: bool) -> Iterator[None]:
+    """With --verbose, acidtables' own INFO logs go to stderr, for this call only (main may run in-process)."""
+    if not verbose:
+        yield
+        return
+    logger = logging.getLogger("acidtables")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+def _run(args: argparse.Namespace) -> None:
+    out = sys.stdout
+    if args.command == "etcd":
+        run_etcd(args.data_dir, args.port, as_json=args.json, out=out)
+        return
+    if args.command == "demo":
+        render(run_demo(), as_json=args.json, out=out)
+        return
+    with _open_catalog(args.local) as catalog:
+        if args.command == "tables":
+            result: commands.TablesResult | commands.DescribeResult | commands.HistoryResult = commands.list_tables(
+                catalog, args.namespace
+            )
+        elif args.command == "describe":
+            result = commands.describe(catalog, args.name)
+        else:
+            result = commands.history(catalog, args.name, args.limit)
+        render(result, as_json=args.json, out=out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (the console script passes it to sys.exit)."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(_expand_local(raw))
+    except UsageError as exc:
+        # parsing failed, so --json is known only from the raw arguments
+        return render_error(exc, as_json="--json" in raw, verbose=False, err=sys.stderr)
+    except SystemExit as exc:  # --help printed its text
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    with _logging(args.verbose):
+        try:
+            _run(args)
+        except (Exception, KeyboardInterrupt) as exc:
+            return render_error(exc, as_json=args.json, verbose=args.verbose, err=sys.stderr)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

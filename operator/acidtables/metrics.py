@@ -1,0 +1,245 @@
+"""Prometheus metrics for commits, conflicts, retries and aborts; the only module importing prometheus_client.
+
+Core reports every commit outcome as a plain `CommitEvent` (style §3: core knows nothing of
+Prometheus), so whichever process runs transactions — a Spark driver, a job pod, the operator —
+installs `CommitMetrics` to count its own commits:
+
+    from prometheus_client import start_http_server
+    from acidtables.metrics import CommitMetrics
+
+    metrics = CommitMetrics().install()  # the default registry
+    start_http_server(9108)
+
+Conflicts and aborts inside short-lived Spark pods die with the pod's /metrics endpoint, so core also
+records them in etcd under a lease (design §2). The operator registers `EtcdEventCollector` to expose
+how many of those are still under their lease, whichever process they happened in.
+
+Label values come from closed sets only (style §3 "Metrics"): namespace and table (bounded by the
+tables that exist), operation (core's `Operation` values), outcome, and conflict exception class
+names. Never txn ids, versions, partitions or paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from acidtables.core import events
+from acidtables.core.errors import CONFLICT_CLASSES, AcidTablesError
+from acidtables.core.operations import Operation
+
+__all__ = ["DURATION_BUCKETS_SECONDS", "OUTCOMES", "CommitMetrics", "EtcdEventCollector", "EventSource"]
+
+logger = logging.getLogger(__name__)
+
+#: the values of the `outcome` label of acidtables_commits_total
+OUTCOMES = ("committed", "conflict", "aborted", "exhausted")
+
+#: commits take from about a millisecond (an uncontended CAS on a local etcd) to a minute (a busy table
+#: rebasing many times against a remote etcd), so the buckets grow roughly x2.5 from 1 ms to 60 s
+DURATION_BUCKETS_SECONDS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+#: event kinds that end a commit attempt, and so have a duration worth observing (an abort never
+#: reached the commit loop: core reports it without a duration)
+_TIMED_KINDS = frozenset({"committed", "conflict", "exhausted"})
+
+_OPERATIONS = frozenset(op.value for op in Operation)
+# Anything outside the closed sets (a newer core, a bug) is folded into one value rather than
+# becoming a new label value: an unbounded label would grow the series without limit.
+_OTHER = "other"
+
+
+def _operation_label(value: str) -> str:
+    return value if value in _OPERATIONS else _OTHER
+
+
+def _exception_label(value: str | None) -> str:
+    return value if value is not None and value in CONFLICT_CLASSES else _OTHER
+
+
+def _split_table_name(name: str) -> tuple[str, str]:
+    """`"sales.orders"` -> ("sales", "orders"), as etcd event records carry the full name."""
+    namespace, _, table = name.partition(".")
+    return (namespace, table) if table else ("", namespace)
+
+
+class CommitMetrics:
+    """Counts this process's commits from core's events.
+
+    `acidtables_commit_retries_total` counts the per-rebase `retry` events, not the `retries` field of
+    `committed` events: a retry event arrives as the rebase happens, so rebases of a commit that later
+    fails (conflict, exhausted) are counted too, and the two are never added together.
+
+    `registry` follows client_python: the default process registry, a fresh `CollectorRegistry()`
+    (tests), or None to register nowhere.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        self.commits = Counter(
+            "acidtables_commits",
+            "Commit attempts that ended, by outcome: committed, conflict (a concurrent commit won and the "
+            "rules say this one cannot be rebased), aborted (given up before committing) or exhausted (ran "
+            "out of rebase attempts, ACIDTABLES_COMMIT_MAX_ATTEMPTS).",
+            ["namespace", "table", "operation", "outcome"],
+            registry=registry,
+        )
+        self.conflicts = Counter(
+            "acidtables_commit_conflicts",
+            "Commits that lost to a concurrent commit, by the conflict exception raised "
+            "(a ConcurrentModificationException subclass).",
+            ["namespace", "table", "operation", "exception"],
+            registry=registry,
+        )
+        self.retries = Counter(
+            "acidtables_commit_retries",
+            "Rebases: a commit lost the compare-and-swap to commits it does not conflict with, and was "
+            "rebased onto the new head and tried again (one per rebase, whatever the commit's outcome).",
+            ["namespace", "table", "operation"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "acidtables_commit_duration_seconds",
+            "Time from calling commit() to its outcome, rebases and backoff included.",
+            ["operation", "outcome"],
+            buckets=DURATION_BUCKETS_SECONDS,
+            registry=registry,
+        )
+        self._lock = threading.Lock()
+        self._seen: set[tuple[str, str, str]] = set()
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def install(self) -> CommitMetrics:
+        """Start counting core's commit events; installing twice counts once."""
+        with self._lock:
+            if self._unsubscribe is None:
+                self._unsubscribe = events.subscribe(self.observe)
+        return self
+
+    def uninstall(self) -> None:
+        """Stop counting; the metrics keep their values."""
+        with self._lock:
+            unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+
+    def _initialise(self, namespace: str, table: str, operation: str) -> None:
+        # client_python exposes a labelled series only once .labels() was called; creating every
+        # outcome at 0 when a table/operation is first seen lets rate() and alerts see the first
+        # conflict as an increase instead of a series appearing from nowhere.
+        key = (namespace, table, operation)
+        with self._lock:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+        for outcome in OUTCOMES:
+            self.commits.labels(namespace, table, operation, outcome)
+        self.retries.labels(namespace, table, operation)
+
+    def observe(self, event: events.CommitEvent) -> None:
+        """Count one event; core calls this for every commit, conflict, retry, abort and exhaustion."""
+        operation = _operation_label(event.operation)
+        self._initialise(event.namespace, event.table, operation)
+        if event.kind == "retry":
+            self.retries.labels(event.namespace, event.table, operation).inc()
+            return
+        if event.kind not in OUTCOMES:
+            logger.debug("ignoring commit event of unknown kind %r", event.kind)
+            return
+        self.commits.labels(event.namespace, event.table, operation, event.kind).inc()
+        if event.kind == "conflict":
+            self.conflicts.labels(event.namespace, event.table, operation, _exception_label(event.exception)).inc()
+        if event.kind in _TIMED_KINDS:
+            self.duration.labels(operation, event.kind).observe(event.duration_seconds)
+
+
+class EventSource(Protocol):
+    """What the collector needs of core's `Coordinator`: the event records still under their lease."""
+
+    def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]: ...
+
+
+class EtcdEventCollector:
+    """Conflicts and aborts core recorded in etcd and still under their lease, for the operator.
+
+    A job pod's own /metrics dies with the pod; these records outlive it (for
+    `CommitSettings.event_ttl_seconds`, one hour by default), so the operator sees conflicts of every
+    writer. The values are counts of records alive now, so they are gauges that also go down as
+    leases expire. Register it on the operator's registry:
+
+        registry.register(EtcdEventCollector(catalog.services.coordinator))
+
+    Each scrape lists the events in one etcd range read. When etcd cannot be reached the scrape still
+    succeeds: `acidtables_recent_events_up` is 0 and the two event families are empty, rather than
+    the scrape failing or the counts reading as zero.
+    """
+
+    def __init__(self, coordinator: EventSource) -> None:
+        self._coordinator = coordinator
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(
+                "acidtables_recent_conflicts",
+                "Conflicts recorded in etcd that are still under their lease, by conflict exception.",
+                labels=["namespace", "table", "exception"],
+            ),
+            GaugeMetricFamily(
+                "acidtables_recent_aborts",
+                "Aborted transactions recorded in etcd that are still under their lease.",
+                labels=["namespace", "table"],
+            ),
+            GaugeMetricFamily(
+                "acidtables_recent_events_up",
+                "1 if the last scrape could list the conflict and abort events in etcd, 0 if etcd was unreachable.",
+            ),
+        )
+
+    def describe(self) -> Iterable[Metric]:
+        # Without describe(), registering would call collect() and so read etcd at start-up.
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        conflicts_family, aborts_family, up_family = self._families()
+        try:
+            recorded = self._coordinator.list_events()
+        except AcidTablesError as exc:  # CoordinatorUnavailable: report it, keep the scrape working
+            logger.warning("could not list conflict and abort events in etcd: %s", exc)
+            up_family.add_metric([], 0)
+            return [up_family]
+        conflicts: Tally[tuple[str, str, str]] = Tally()
+        aborts: Tally[tuple[str, str]] = Tally()
+        for event in recorded:
+            namespace, table = _split_table_name(str(event.get("table", "")))
+            if event.get("kind") == "conflict":
+                conflicts[(namespace, table, _exception_label(event.get("exception")))] += 1
+            elif event.get("kind") == "aborted":
+                aborts[(namespace, table)] += 1
+        for (namespace, table, exception), count in sorted(conflicts.items()):
+            conflicts_family.add_metric([namespace, table, exception], count)
+        for (namespace, table), count in sorted(aborts.items()):
+            aborts_family.add_metric([namespace, table], count)
+        up_family.add_metric([], 1)
+        return [conflicts_family, aborts_family, up_family]

@@ -1,0 +1,176 @@
+"""Commit metrics, fed by real commits against the test etcd.
+
+Each test runs its transactions in an explicit order (E begins, L begins, E commits, L commits) so the
+conflict or rebase it counts is certain, and reads the counters from a fresh registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from acidtables import Catalog, Table, Transaction
+from acidtables.core.embedded import free_port
+from acidtables.core.etcd import Coordinator
+from acidtables.core.records import DataFile
+from acidtables.core.settings import EtcdSettings
+from acidtables.errors import TransactionConflictException
+from acidtables.metrics import CommitMetrics, EtcdEventCollector
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> Iterator[CommitMetrics]:
+    installed = CommitMetrics(registry).install()
+    try:
+        yield installed
+    finally:
+        installed.uninstall()
+
+
+@pytest.fixture
+def pk_table(catalog: Catalog) -> Table:
+    return catalog.create_table("s.t", schema="id BIGINT, dt STRING", partition_by=["dt"], primary_key=["id"])
+
+
+def _stage(tx: Transaction, dt: str) -> None:
+    tx.add_files([DataFile(path=f"{tx.staging_dir}/f.parquet", partition={"dt": dt}, rows=1)])
+
+
+def _commits(registry: CollectorRegistry, outcome: str, operation: str = "insert_into") -> float | None:
+    return registry.get_sample_value(
+        "acidtables_commits_total", {"namespace": "s", "table": "t", "operation": operation, "outcome": outcome}
+    )
+
+
+def _lose_insert_to_insert(table: Table) -> None:
+    """seed 000 II->II: on a primary-key table the later INSERT INTO into the same partition fails."""
+    earlier, later = table.begin("insert_into"), table.begin("insert_into")
+    _stage(earlier, "a")
+    _stage(later, "a")
+    earlier.commit()
+    with pytest.raises(TransactionConflictException):
+        later.commit()
+
+
+def _abort_one(table: Table) -> None:
+    tx = table.begin("insert_into")
+    _stage(tx, "a")
+    tx.abort()
+
+
+def test_committed_insert_counts_as_committed(
+    pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry
+) -> None:
+    tx = pk_table.begin("insert_into")
+    _stage(tx, "a")
+    tx.commit()
+
+    assert _commits(registry, "committed") == 1
+    assert _commits(registry, "conflict") == 0
+    assert (
+        registry.get_sample_value(
+            "acidtables_commit_duration_seconds_count", {"operation": "insert_into", "outcome": "committed"}
+        )
+        == 1
+    )
+
+
+def test_conflicting_insert_counts_conflict_by_exception(
+    pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry
+) -> None:
+    _lose_insert_to_insert(pk_table)
+
+    assert _commits(registry, "committed") == 1
+    assert _commits(registry, "conflict") == 1
+    labels = {"namespace": "s", "table": "t", "operation": "insert_into", "exception": "TransactionConflictException"}
+    assert registry.get_sample_value("acidtables_commit_conflicts_total", labels) == 1
+    assert (
+        registry.get_sample_value(
+            "acidtables_commit_duration_seconds_count", {"operation": "insert_into", "outcome": "conflict"}
+        )
+        == 1
+    )
+
+
+def test_rebased_commit_counts_one_retry(pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry) -> None:
+    earlier, later = pk_table.begin("insert_into"), pk_table.begin("insert_into")
+    _stage(earlier, "a")
+    _stage(later, "b")  # different partitions: the later one is rebased, not failed
+    earlier.commit()
+    info = later.commit()
+
+    assert info.retries == 1
+    assert _commits(registry, "committed") == 2
+    retries = registry.get_sample_value(
+        "acidtables_commit_retries_total", {"namespace": "s", "table": "t", "operation": "insert_into"}
+    )
+    assert retries == 1
+
+
+def test_abort_counts_aborted_without_a_duration(
+    pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry
+) -> None:
+    _abort_one(pk_table)
+
+    assert _commits(registry, "aborted") == 1
+    assert _commits(registry, "committed") == 0
+    duration = registry.get_sample_value(
+        "acidtables_commit_duration_seconds_count", {"operation": "insert_into", "outcome": "aborted"}
+    )
+    assert duration is None
+
+
+def test_uninstalled_metrics_stop_counting(pk_table: Table, registry: CollectorRegistry) -> None:
+    metrics = CommitMetrics(registry).install().install()  # installing twice must count once
+    _abort_one(pk_table)
+    metrics.uninstall()
+    _abort_one(pk_table)
+
+    assert _commits(registry, "aborted") == 1
+
+
+def test_labels_carry_no_transaction_ids(pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry) -> None:
+    tx = pk_table.begin("insert_into")
+    _stage(tx, "a")
+    info = tx.commit()
+
+    exposition = generate_latest(registry).decode()
+    assert info.txn_id not in exposition
+    assert "acidtables_commits_total{" in exposition
+
+
+def test_etcd_collector_sees_a_recorded_conflict(
+    catalog: Catalog, pk_table: Table, registry: CollectorRegistry
+) -> None:
+    registry.register(EtcdEventCollector(catalog.services.coordinator))
+    _lose_insert_to_insert(pk_table)
+
+    labels = {"namespace": "s", "table": "t", "exception": "TransactionConflictException"}
+    assert registry.get_sample_value("acidtables_recent_conflicts", labels) == 1
+    assert registry.get_sample_value("acidtables_recent_aborts", {"namespace": "s", "table": "t"}) is None
+    assert registry.get_sample_value("acidtables_recent_events_up") == 1
+
+
+def test_etcd_collector_sees_a_recorded_abort(catalog: Catalog, pk_table: Table, registry: CollectorRegistry) -> None:
+    registry.register(EtcdEventCollector(catalog.services.coordinator))
+    _abort_one(pk_table)
+    _abort_one(pk_table)
+
+    assert registry.get_sample_value("acidtables_recent_aborts", {"namespace": "s", "table": "t"}) == 2
+
+
+def test_etcd_collector_reports_down_when_etcd_is_unreachable(registry: CollectorRegistry) -> None:
+    closed = EtcdSettings((f"http://127.0.0.1:{free_port()}",), unavailable_timeout_seconds=0.5)
+    coordinator = Coordinator(closed)
+    try:
+        registry.register(EtcdEventCollector(coordinator))  # describe() only: no etcd request yet
+        assert registry.get_sample_value("acidtables_recent_events_up") == 0
+    finally:
+        coordinator.close()

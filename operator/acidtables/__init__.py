@@ -5,8 +5,9 @@ The public names users start from are re-exported here; everything else lives in
 """
 
 from acidtables.core.catalog import Catalog
+from acidtables.core.records import ColumnStats, DataFile
 from acidtables.core.table import Change, HistoryEntry, Table
 from acidtables.core.transaction import CommitInfo, Transaction
 
-__all__ = ["Catalog", "Change", "CommitInfo", "HistoryEntry", "Table", "Transaction"]
+__all__ = ["Catalog", "Change", "ColumnStats", "CommitInfo", "DataFile", "HistoryEntry", "Table", "Transaction"]
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from acidtables.core.catalog import user_data_dir
+from acidtables.core.catalog import LOCAL_ETCD_MARKER, user_data_dir
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import AcidTablesError
 from acidtables.core.etcd import Coordinator
@@ -26,9 +26,8 @@ from acidtables.core.settings import ENDPOINTS, WAREHOUSE, EtcdSettings
 
 from .output import CommandError, render
 
-#: The file Catalog.local() reads to find a running embedded etcd for a data directory, in its format
-#: ({"endpoint": ..., "pid": ...}). core/catalog.py owns it; keep the two in step.
-MARKER = "etcd-endpoint.json"
+#: the file Catalog.local() reads to find a running embedded etcd for a data directory
+MARKER = LOCAL_ETCD_MARKER
 
 #: how often the foreground loop checks that etcd is still alive while waiting for a signal
 _LIVENESS_INTERVAL_SECONDS = 0.5

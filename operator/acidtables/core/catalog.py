@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_NAMESPACE = "default"
+#: file under a local data directory naming the embedded etcd that serves it (Catalog.local, `acidtables etcd`)
+LOCAL_ETCD_MARKER = "etcd-endpoint.json"
 
 
 def split_name(name: str, *, method: str) -> tuple[str, str]:
@@ -88,7 +90,7 @@ class Catalog:
         root.mkdir(parents=True, exist_ok=True)
         warehouse = root / "warehouse"
         warehouse.mkdir(exist_ok=True)
-        marker = root / "etcd-endpoint.json"
+        marker = root / LOCAL_ETCD_MARKER
         owned = None
         endpoint = None
         if marker.exists():

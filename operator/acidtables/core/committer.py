@@ -123,6 +123,7 @@ class Committer:
             expected_revision = result.head.mod_revision
             if int(result.head.value["version"]) != base_version:
                 # the head moved past the log we were sent (a commit landed in between): read again
+                events.emit(self._event("retry", retries=attempt))
                 continue
             if attempt >= self.settings.max_attempts:
                 self._give_up()
@@ -273,11 +274,12 @@ class Committer:
             self.table_id,
             self.txn.txn_id,
             {
+                **conflict.to_dict(),
+                # after the conflict's fields, so every event spells table and operation the same way
                 "kind": "conflict",
                 "table": self.meta.name,
                 "operation": self.txn.operation.value,
                 "exception": type(conflict).__name__,
-                **conflict.to_dict(),
             },
             self.settings.event_ttl_seconds,
         )

@@ -127,8 +127,8 @@ class ConcurrentAppendException(ConcurrentModificationException):
     def advice(self) -> str:
         return (
             f"Re-run the job; it will read version {self.winning_version} or later. To avoid this, make the "
-            "job's condition name the partitions it touches explicitly, or use WriteSerializable if blind "
-            "appends should not conflict."
+            "job's condition name the partitions it touches explicitly (under Serializable, blind appends "
+            "conflict too; WriteSerializable lets them through)."
         )
 
 

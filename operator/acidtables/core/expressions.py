@@ -437,3 +437,57 @@ def parse_predicate(text: str, columns: Sequence[str]) -> Expr | None:
         return _Parser(text, column_of).parse()
     except _Unsupported:
         return None
+
+
+def split_conjuncts(text: str) -> list[str]:
+    """Top-level AND parts of a SQL condition (outside parentheses and quotes)."""
+    parts, depth, quote, start, i = [], 0, False, 0, 0
+    upper = text.upper()
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            quote = not quote
+        elif not quote and ch == "(":
+            depth += 1
+        elif not quote and ch == ")":
+            depth -= 1
+        elif (
+            not quote
+            and depth == 0
+            and upper.startswith("AND", i)
+            and (i == 0 or not text[i - 1].isalnum())
+            and (i + 3 >= len(text) or not (text[i + 3].isalnum() or text[i + 3] == "_"))
+        ):
+            before = upper[:i].rstrip()
+            if not before.endswith("BETWEEN") and " BETWEEN " not in before[before.rfind(" AND ") + 1 :]:
+                parts.append(text[start:i])
+                start = i + 3
+        i += 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def parse_target_predicate(condition: str, columns: Sequence[str], alias: str) -> Expr | None:
+    """The part of a join condition about the target alone (`t.dt = '2026-11-01'`), for its read set.
+
+    Conjuncts that mention anything but `alias.<column>` and literals are dropped, which widens the
+    predicate (safe); None means no conjunct was about the target alone, i.e. a whole-table read.
+    """
+    by_lower = {c.lower(): c for c in columns}
+    prefix = alias.lower() + "."
+
+    def column_of(name: str) -> str | None:
+        lowered = name.lower()
+        if not lowered.startswith(prefix):
+            return None
+        return by_lower.get(lowered[len(prefix) :])
+
+    kept = []
+    for part in split_conjuncts(condition):
+        try:
+            kept.append(_Parser(part, column_of).parse())
+        except _Unsupported:
+            continue
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else And(tuple(kept))

@@ -113,6 +113,12 @@ class Storage:
         with self._fs.open_input_stream(self._remote(relative)) as stream:
             return bytes(stream.read())
 
+    def open_input(self, relative: str) -> Any:
+        """A readable binary file (pyarrow reads Parquet footers from it without fetching the data)."""
+        if self._root is not None:
+            return open(self._local(relative), "rb")
+        return self._fs.open_input_file(self._remote(relative))
+
     def exists(self, relative: str) -> bool:
         if self._root is not None:
             return self._local(relative).exists()

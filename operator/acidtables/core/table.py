@@ -19,7 +19,7 @@ from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata
 from .services import Services
 from .snapshot import Snapshot
-from .storage import DATA_DIR, METADATA_DIR
+from .storage import DATA_DIR, METADATA_DIR, Storage
 from .transaction import Transaction, to_datetime
 
 logger = logging.getLogger(__name__)
@@ -108,6 +108,11 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, id={self.table_id})"
+
+    @property
+    def storage(self) -> Storage:
+        """The table location, for readers that open its data files (Spark)."""
+        return self._services.storage(self.location)
 
     @property
     def _coordinator(self) -> Any:

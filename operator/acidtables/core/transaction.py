@@ -22,6 +22,7 @@ from .operations import REWRITES, OpClass, Operation, classify
 from .records import Column, CommitRecord, DataFile, Protocol, Scope, TableMetadata, parse_schema
 from .services import Services
 from .snapshot import Snapshot
+from .storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,11 @@ class Transaction:
         return self.snapshot.metadata
 
     @property
+    def target_metadata(self) -> TableMetadata:
+        """The metadata this transaction will commit: the pinned one, or its pending change."""
+        return self._new_metadata or self.snapshot.metadata
+
+    @property
     def read_version(self) -> int:
         return self.snapshot.version
 
@@ -108,6 +114,11 @@ class Transaction:
     def staging_dir(self) -> str:
         """Absolute path or URI where this transaction writes its data files; nobody else writes there."""
         return self._storage.absolute(self._storage.staging_dir(self.txn_id))
+
+    @property
+    def storage(self) -> Storage:
+        """The table location, for layers that write data files (they write only under `staging_dir`)."""
+        return self._storage
 
     @property
     def closed(self) -> bool:
@@ -181,6 +192,10 @@ class Transaction:
                 f"{method}(): predicate must be a SQL string or an Expr, found {type(predicate).__name__}"
             )
         return parse_predicate(predicate, self.metadata.column_names)
+
+    def parse(self, predicate: str | Expr | None) -> Expr | None:
+        """The predicate as core understands it, or None (read as "the whole table")."""
+        return self._parse(predicate, "parse")
 
     def scan(self, predicate: str | Expr | None = None) -> list[DataFile]:
         """The pinned snapshot's files that might match `predicate`, recorded as read.

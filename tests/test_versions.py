@@ -348,3 +348,12 @@ def test_an_etcd_settings_object_rejects_an_empty_endpoint_list() -> None:
 
     with pytest.raises(ConfigurationError, match="no etcd endpoints"):
         EtcdSettings(())
+
+
+def test_the_snapshot_cached_after_a_commit_knows_which_version_added_each_file(catalog: Catalog) -> None:
+    # merge-on-read orders rows by the version that added their file; the committer's cached snapshot
+    # is built from its own staged record, which had no version yet
+    t = table(catalog)
+    first = insert_into(t, "p1").tx.commit()
+    second = insert_into(t, "p1").tx.commit()
+    assert sorted(f.added_version for f in t.snapshot().files) == [first.version, second.version]  # type: ignore[type-var]

@@ -9,7 +9,7 @@ entries costs O(k) plus one copy of the file map, not O(k * files).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .expressions import Expr, might_match, restrict_to_columns
@@ -104,7 +104,8 @@ class SnapshotBuilder:
         for f in record.removes:
             self.files.pop(f.path, None)
         for f in record.adds:
-            self.files[f.path] = f
+            # the version that added a file orders merge-on-read rows; a staged record has none yet
+            self.files[f.path] = f if f.added_version == record.version else replace(f, added_version=record.version)
         if record.metadata is not None:
             self.metadata = record.metadata
         if record.protocol is not None:

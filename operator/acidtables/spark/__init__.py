@@ -1,0 +1,12 @@
+"""acidtables for PySpark: SparkTable (the delta-spark-style API) and the `acidtables` data source.
+
+Spark writes and reads the Parquet data with its own native writer and reader; acidtables decides what a
+snapshot is and commits through etcd (acidtables.core).
+"""
+
+from acidtables.spark.merge import MergeBuilder
+from acidtables.spark.prepared import Prepared
+from acidtables.spark.session import local_session
+from acidtables.spark.table import SparkTable
+
+__all__ = ["MergeBuilder", "Prepared", "SparkTable", "local_session"]

@@ -1,0 +1,203 @@
+"""MINOR / MAJOR COMPACT and CLUSTER: rewrite files without changing the data they hold.
+
+Compaction works in small groups of files that commit one by one (partial progress): a busy table
+cannot starve it, and a group that loses to a concurrent job is skipped while the others still land.
+Outputs list their inputs (lineage), and a group of whole files written as one file keeps their rows in
+order, so deletion vectors can follow rows onto it (conflict-rules D-06, D-25). None of these commits
+gets a time version.
+
+* Tables without a primary key: small files (and files with deletion vectors) are bin-packed up to the
+  target size; MAJOR takes every file of the partition.
+* Primary-key tables: MINOR merges small delta files, keeping every row version and tombstone with its
+  sequence; MAJOR rewrites a partition into base files with only the newest live row per key (seed 000).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from acidtables.core.errors import ConcurrentModificationException, InvalidArgumentError
+from acidtables.core.expressions import parse_predicate
+from acidtables.core.records import DataFile, TableMetadata
+from acidtables.core.storage import Storage
+from acidtables.core.table import Table
+from acidtables.core.transaction import CommitInfo, Transaction
+
+from .files import FILE, ROW, VERSION, file_key, read_files, read_snapshot_rows, write_staged
+from .prepared import Prepared, preparing
+from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT
+
+logger = logging.getLogger(__name__)
+
+#: a group holds at most this many files, so one commit stays small and quick
+MAX_GROUP_FILES = 64
+_ORDER = "_acid_order"
+
+
+def _partition_key(f: DataFile) -> tuple[object, ...]:
+    return tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))
+
+
+def plan_groups(
+    meta: TableMetadata, files: Sequence[DataFile], kind: str, target_file_bytes: int
+) -> list[list[DataFile]]:
+    """Groups of files to rewrite together; each group stays inside one partition."""
+    by_partition: dict[tuple[object, ...], list[DataFile]] = defaultdict(list)
+    for f in files:
+        by_partition[_partition_key(f)].append(f)
+    groups: list[list[DataFile]] = []
+    for _, members in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
+        members.sort(key=lambda f: (f.added_version or 0, f.path))
+        if meta.primary_key and kind == "major":
+            # merge-on-read needs every file of the partition at once
+            if len(members) > 1 or any(f.kind != "base" for f in members):
+                groups.append(members)
+            continue
+        if meta.primary_key:
+            candidates = [f for f in members if f.kind == "delta" and f.size_bytes < target_file_bytes]
+        elif kind == "major":
+            candidates = members
+        else:
+            candidates = [f for f in members if f.size_bytes < target_file_bytes * 3 // 4 or f.deletion_vector]
+        bin_: list[DataFile] = []
+        size = 0
+        for f in candidates:
+            if bin_ and (size + f.size_bytes > target_file_bytes or len(bin_) >= MAX_GROUP_FILES):
+                groups.append(bin_)
+                bin_, size = [], 0
+            bin_.append(f)
+            size += f.size_bytes
+        if bin_:
+            groups.append(bin_)
+    # a single clean file is already compact; one with a deletion vector is rewritten to apply it
+    return [g for g in groups if len(g) > 1 or g[0].deletion_vector or (meta.primary_key and kind == "major")]
+
+
+def _ordered(df: DataFrame, storage: Storage, group: Sequence[DataFile]) -> DataFrame:
+    """One output file holding the group's rows in input order (what ordered lineage promises)."""
+    order = {file_key(storage, f): i for i, f in enumerate(group)}
+    position = F.create_map(*[x for name, i in order.items() for x in (F.lit(name), F.lit(i))])
+    return df.withColumn(_ORDER, position[F.col(FILE)]).repartition(1).sortWithinPartitions(_ORDER, ROW)
+
+
+def _stage_group(
+    spark: SparkSession, tx: Transaction, group: Sequence[DataFile], kind: str, target_file_bytes: int
+) -> None:
+    meta, storage = tx.metadata, tx.storage
+    columns = [c.name for c in meta.columns]
+    lineage = [f.path for f in group]
+    if not meta.primary_key:
+        rows = _ordered(read_files(spark, meta, storage, group, keep_helpers=True), storage, group).select(*columns)
+        outputs = write_staged(rows, tx, lineage=lineage, ordered_lineage=True)
+    elif kind == "minor":
+        raw = read_files(spark, meta, storage, group, keep_helpers=True)
+        raw = raw.withColumn(SEQ_COLUMN, F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)))
+        rows = _ordered(raw, storage, group).select(*columns, OP_COLUMN, SEQ_COLUMN)
+        outputs = write_staged(rows, tx, kind="delta", lineage=lineage, ordered_lineage=True)
+    else:
+        live = read_snapshot_rows(spark, meta, storage, group, keep_helpers=True)
+        rows = live.select(
+            *columns, F.lit(UPSERT).alias(OP_COLUMN), F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)).alias(SEQ_COLUMN)
+        )
+        count = max(1, math.ceil(sum(f.size_bytes for f in group) / target_file_bytes))
+        outputs = write_staged(rows.repartition(count), tx, kind="base", lineage=lineage)
+    tx.remove_files(group)
+    tx.add_files(outputs)
+
+
+def _scope(table: Table, where: str | None, method: str) -> list[DataFile]:
+    snapshot = table.snapshot()
+    if where is None:
+        return snapshot.files
+    expr = parse_predicate(where, snapshot.metadata.column_names)
+    if expr is None or not expr.columns() <= set(snapshot.metadata.partition_by):
+        raise InvalidArgumentError(
+            f"{method}(): where={where!r} must be a simple condition on partition columns "
+            f"{list(snapshot.metadata.partition_by)}, e.g. \"dt = '2026-11-01'\""
+        )
+    return snapshot.prune(expr, partitions_only=True)
+
+
+def compact(
+    spark: SparkSession,
+    table: Table,
+    kind: str,
+    *,
+    where: str | None = None,
+    target_file_bytes: int = 128 << 20,
+    commit: bool = True,
+) -> list[CommitInfo] | Prepared:
+    if kind not in ("minor", "major"):
+        raise InvalidArgumentError(f"compact(): kind={kind!r}; use 'minor' or 'major'")
+    if not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
+        raise InvalidArgumentError(f"compact(): target_file_bytes must be an int >= 1024, found {target_file_bytes!r}")
+    operation = f"{kind}_compact"
+    meta = table.metadata
+    groups = plan_groups(meta, _scope(table, where, "compact"), kind, target_file_bytes)
+    if not commit:
+        tx = table.begin(operation)
+        with preparing(tx):
+            for group in groups:
+                _stage_group(spark, tx, group, kind, target_file_bytes)
+        return Prepared(tx, {"groups": len(groups)})
+    done: list[CommitInfo] = []
+    for group in groups:
+        tx = table.begin(operation)
+        live = tx.snapshot.files_by_path
+        if any(live.get(f.path) != f for f in group):
+            tx.abort()  # a concurrent job changed these files since we planned; the next run picks them up
+            continue
+        with preparing(tx):
+            _stage_group(spark, tx, group, kind, target_file_bytes)
+        try:
+            done.append(tx.commit())
+        except ConcurrentModificationException as exc:
+            logger.info(
+                "%s: a %s group of %d files lost to a concurrent commit and was skipped: %s",
+                table.name,
+                operation,
+                len(group),
+                exc,
+            )
+    return done
+
+
+def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str | None = None) -> Prepared:
+    """Reorder the rows by `by` (range-partitioned, sorted within files); the data does not change."""
+    if isinstance(by, str) or not by:
+        raise InvalidArgumentError("cluster(): by must be a non-empty list of column names, e.g. by=['id']")
+    tx = table.begin("cluster")
+    with preparing(tx):
+        meta, storage = tx.metadata, tx.storage
+        known = {c.name.lower(): c.name for c in meta.columns}
+        missing = [c for c in by if c.lower() not in known]
+        if missing:
+            raise InvalidArgumentError(f"cluster(): {meta.name} has no column(s) {missing}")
+        keys = [known[c.lower()] for c in by]
+        files = [f for f in _scope(table, where, "cluster") if f.path in tx.snapshot.files_by_path]
+        if not files:
+            return Prepared(tx, {"files": 0})
+        columns = [c.name for c in meta.columns]
+        count = max(1, math.ceil(sum(f.size_bytes for f in files) / (128 << 20)))
+        if meta.primary_key:
+            live = read_snapshot_rows(spark, meta, storage, files, keep_helpers=True)
+            rows = live.select(
+                *columns,
+                F.lit(UPSERT).alias(OP_COLUMN),
+                F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)).alias(SEQ_COLUMN),
+            )
+            kind = "base"
+        else:
+            rows = read_files(spark, meta, storage, files).select(*columns)
+            kind = "data"
+        rows = rows.repartitionByRange(count, *keys).sortWithinPartitions(*keys)
+        outputs = write_staged(rows, tx, kind=kind, lineage=[f.path for f in files])
+        tx.remove_files(files)
+        tx.add_files(outputs)
+    return Prepared(tx, {"files": len(files), "outputs": len(outputs)})

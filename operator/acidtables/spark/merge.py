@@ -1,0 +1,229 @@
+"""MERGE INTO as a builder: nothing runs until `execute()` (delta-spark's shape, Python naming).
+
+Rules for combining clauses (as in Delta Lake): clauses are tried in order and the first whose condition
+holds applies; every clause but the last of its kind needs a condition; at most one update and one
+delete among the matched clauses. A target row matched by two source rows is an error, since which
+update wins would be arbitrary. In the condition and clauses, `t` is the target table and `s` the source.
+
+What the MERGE read is its target-side condition (`t.dt = '2026-11-01'`); a condition that names no
+target partition reads the whole table, which is why seed 003/004 recommend naming it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.expressions import parse_target_predicate
+from acidtables.core.records import TableMetadata
+from acidtables.core.table import Table
+from acidtables.core.transaction import CommitInfo, Transaction
+
+from .files import FILE, ROW, files_by_key, read_snapshot_rows, with_deletion_vectors, write_staged
+from .modify import holds
+from .prepared import Prepared, preparing
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
+
+TARGET, SOURCE = "t", "s"
+_T_MARK, _S_MARK, _ACTION = "_acid_t", "_acid_s", "_acid_action"
+
+
+@dataclass(frozen=True)
+class Clause:
+    #: "update", "delete" or "insert"
+    kind: str
+    condition: str | None
+    #: column -> SQL expression; None means "all columns from the source" (update_all / insert_all)
+    values: Mapping[str, str] | None
+
+
+@dataclass(frozen=True)
+class MergeBuilder:
+    spark: SparkSession
+    table: Table
+    source: DataFrame
+    condition: str
+    matched: tuple[Clause, ...] = ()
+    not_matched: tuple[Clause, ...] = ()
+
+    @staticmethod
+    def start(spark: SparkSession, table: Table, source: DataFrame, condition: str) -> MergeBuilder:
+        if not isinstance(condition, str) or not condition.strip():
+            raise InvalidArgumentError('merge(): the condition must be a SQL string such as "t.id = s.id"')
+        return MergeBuilder(spark, table, source, condition)
+
+    def _add(self, clause: Clause, *, matched: bool, method: str) -> MergeBuilder:
+        if clause.condition is not None and not isinstance(clause.condition, str):
+            raise InvalidArgumentError(f"{method}(): condition must be a SQL string")
+        if clause.values is not None and (
+            not isinstance(clause.values, Mapping) or not all(isinstance(v, str) for v in clause.values.values())
+        ):
+            raise InvalidArgumentError(f"{method}(): values must be {{column: SQL expression}}")
+        existing = self.matched if matched else self.not_matched
+        if existing and existing[-1].condition is None:
+            raise InvalidArgumentError(
+                f"{method}(): an earlier {'when_matched' if matched else 'when_not_matched'} clause has no "
+                "condition, so this one could never apply; give the earlier clause a condition"
+            )
+        if matched and any(c.kind == clause.kind for c in existing):
+            raise InvalidArgumentError(f"{method}(): at most one matched {clause.kind} clause")
+        if matched:
+            return replace(self, matched=(*self.matched, clause))
+        return replace(self, not_matched=(*self.not_matched, clause))
+
+    def when_matched_update(self, values: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
+        return self._add(Clause("update", condition, dict(values)), matched=True, method="when_matched_update")
+
+    def when_matched_update_all(self, condition: str | None = None) -> MergeBuilder:
+        return self._add(Clause("update", condition, None), matched=True, method="when_matched_update_all")
+
+    def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
+        return self._add(Clause("delete", condition, None), matched=True, method="when_matched_delete")
+
+    def when_not_matched_insert(self, values: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
+        return self._add(Clause("insert", condition, dict(values)), matched=False, method="when_not_matched_insert")
+
+    def when_not_matched_insert_all(self, condition: str | None = None) -> MergeBuilder:
+        return self._add(Clause("insert", condition, None), matched=False, method="when_not_matched_insert_all")
+
+    def execute(self, *, commit: bool = True) -> CommitInfo | Prepared:
+        if not (self.matched or self.not_matched):
+            raise InvalidArgumentError("execute(): add at least one when_matched_* or when_not_matched_* clause")
+        prepared = _run(self)
+        return prepared.commit() if commit else prepared
+
+
+def _values(meta: TableMetadata, clause: Clause, source_columns: set[str], *, base: str) -> list[Column]:
+    """The table's columns for an updated or inserted row; unnamed columns keep the target's value
+    (update) or are NULL (insert)."""
+    by_lower = {c.name.lower(): c.name for c in meta.columns}
+    given: dict[str, str] = {}
+    if clause.values is None:
+        missing = [c.name for c in meta.columns if c.name.lower() not in source_columns]
+        if missing:
+            raise InvalidArgumentError(f"merge(): *_all clauses need source columns {missing}, which it lacks")
+        given = {c.name: f"{SOURCE}.`{c.name}`" for c in meta.columns}
+        if clause.kind == "update":
+            given = {k: v for k, v in given.items() if k not in meta.primary_key and k not in meta.partition_by}
+    else:
+        for column, expression in clause.values.items():
+            name = by_lower.get(column.lower())
+            if name is None:
+                raise InvalidArgumentError(f"merge(): {meta.name} has no column {column!r}")
+            if clause.kind == "update" and (name in meta.primary_key or name in meta.partition_by):
+                raise InvalidArgumentError(f"merge(): {name} is a key or partition column and cannot be updated")
+            given[name] = expression
+    out = []
+    for c in meta.columns:
+        if c.name in given:
+            out.append(F.expr(given[c.name]).cast(spark_type(c.type)).alias(c.name))
+        elif base == TARGET:
+            out.append(F.col(f"{TARGET}.`{c.name}`").alias(c.name))
+        else:
+            out.append(F.lit(None).cast(spark_type(c.type)).alias(c.name))
+    return out
+
+
+def _run(merge: MergeBuilder) -> Prepared:
+    spark, table = merge.spark, merge.table
+    tx = table.begin("merge")
+    with preparing(tx):
+        meta, storage = tx.metadata, tx.storage
+        expr = parse_target_predicate(merge.condition, meta.column_names, TARGET)
+        # primary-key tables prune by partition only: see modify._merge_on_read
+        files = tx.snapshot.prune(expr, partitions_only=bool(meta.primary_key))
+        tx.record_read(predicate=expr, files=files, whole_table=expr is None)
+        target = read_snapshot_rows(spark, meta, storage, files, keep_helpers=True).withColumn(_T_MARK, F.lit(True))
+        source = merge.source.withColumn(_S_MARK, F.lit(True))
+        how = "full_outer" if merge.not_matched else "left_outer"
+        joined = target.alias(TARGET).join(source.alias(SOURCE), F.expr(merge.condition), how)
+        matched = F.col(f"{TARGET}.{_T_MARK}").isNotNull() & F.col(f"{SOURCE}.{_S_MARK}").isNotNull()
+        unmatched = F.col(f"{TARGET}.{_T_MARK}").isNull()
+        action: Column = F.lit(None).cast("string")
+        for i, clause in reversed(list(enumerate(merge.not_matched))):
+            action = F.when(unmatched & holds(clause.condition), F.lit(f"n{i}")).otherwise(action)
+        for i, clause in reversed(list(enumerate(merge.matched))):
+            action = F.when(matched & holds(clause.condition), F.lit(f"m{i}")).otherwise(action)
+        joined = joined.withColumn(_ACTION, action).cache()
+        try:
+            return _stage(merge, tx, joined, matched)
+        finally:
+            joined.unpersist()
+
+
+def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Column) -> Prepared:
+    meta = tx.metadata
+    if merge.matched:
+        doubled = joined.filter(matched).groupBy(f"{TARGET}.{FILE}", f"{TARGET}.{ROW}").count().filter("count > 1")
+        if doubled.limit(1).count():
+            raise InvalidArgumentError(
+                f"merge(): a row of {meta.name} matched more than one source row; make the condition match at most "
+                "one source row per target row (e.g. deduplicate the source on the key)"
+            )
+    source_columns = {c.lower() for c in merge.source.columns}
+    changed: list[DataFrame] = []
+    deleted: list[DataFrame] = []
+    for i, clause in enumerate(merge.matched):
+        rows = joined.filter(F.col(_ACTION) == f"m{i}")
+        if clause.kind == "update":
+            changed.append(rows.select(*_values(meta, clause, source_columns, base=TARGET)))
+        else:
+            deleted.append(rows)
+    inserted = [
+        joined.filter(F.col(_ACTION) == f"n{i}").select(*_values(meta, c, source_columns, base=SOURCE))
+        for i, c in enumerate(merge.not_matched)
+    ]
+    touched_rows = joined.filter(F.col(_ACTION).startswith("m"))
+    summary: dict[str, object] = {}
+    if meta.primary_key:
+        key_columns = set(meta.primary_key) | set(meta.partition_by)
+        frames = [f.withColumn(OP_COLUMN, F.lit(UPSERT)) for f in (*changed, *inserted)]
+        for rows in deleted:
+            frames.append(
+                rows.select(
+                    *[
+                        F.col(f"{TARGET}.`{c.name}`").alias(c.name)
+                        if c.name in key_columns
+                        else F.lit(None).cast(spark_type(c.type)).alias(c.name)
+                        for c in meta.columns
+                    ]
+                ).withColumn(OP_COLUMN, F.lit(DELETE))
+            )
+        out = _union(frames)
+        if out is not None:
+            tx.add_files(write_staged(out.withColumn(SEQ_COLUMN, F.lit(None).cast("long")), tx, kind="delta"))
+        return Prepared(tx, summary)
+    snapshot_files = files_by_key(tx.storage, tx.snapshot.files)
+    if meta.row_level_concurrency:
+        positions: dict[str, set[int]] = defaultdict(set)
+        for r in touched_rows.select(f"{TARGET}.{FILE}", f"{TARGET}.{ROW}").collect():
+            positions[r[0]].add(int(r[1]))
+        victims = [snapshot_files[name] for name in positions]
+        tx.remove_files(victims)
+        tx.add_files(with_deletion_vectors(tx.storage, victims, positions))
+        out = _union([*changed, *inserted])
+    else:
+        touched = sorted({r[0] for r in touched_rows.select(f"{TARGET}.{FILE}").distinct().collect()})
+        victims = [snapshot_files[name] for name in touched]
+        untouched_rows = joined.filter(
+            F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~F.col(_ACTION).startswith("m"))
+        ).select(*[F.col(f"{TARGET}.`{c.name}`").alias(c.name) for c in meta.columns])
+        tx.remove_files(victims)
+        out = _union([untouched_rows, *changed, *inserted] if victims else [*changed, *inserted])
+    if out is not None:
+        tx.add_files(write_staged(out, tx))
+    return Prepared(tx, summary)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame | None:
+    if not frames:
+        return None
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out

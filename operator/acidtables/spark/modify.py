@@ -1,0 +1,178 @@
+"""UPDATE and DELETE, in the three shapes the table settings call for (design §4):
+
+* copy-on-write (no primary key, no deletion vectors): files holding a matched row are rewritten whole;
+* deletion vectors (row_level_concurrency on): matched rows are hidden in place and updated rows are
+  appended, so two jobs touching different rows of one file both commit (seed 004, row-level);
+* merge-on-read (primary-key tables): keyed upserts and tombstones go to a delta file and nothing is
+  removed, which is why MaxCompute lets a compaction and an UPDATE both succeed (D-07).
+
+Every shape records what it read: the parsed condition and the files it scanned (conflict-rules §17).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.records import TableMetadata
+from acidtables.core.table import Table
+from acidtables.core.transaction import Transaction
+
+from .files import FILE, ROW, files_by_key, read_files, read_snapshot_rows, with_deletion_vectors, write_staged
+from .prepared import Prepared, preparing
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
+
+
+def holds(condition: str | None) -> Column:
+    """SQL WHERE semantics: a row matches only where the condition is TRUE (NULL does not match)."""
+    if condition is None:
+        return F.lit(True)
+    return F.coalesce(F.expr(condition), F.lit(False))
+
+
+def check_assignments(meta: TableMetadata, assignments: Mapping[str, str], method: str) -> dict[str, str]:
+    if not isinstance(assignments, Mapping) or not assignments:
+        raise InvalidArgumentError(
+            f"{method}(): give the new values as {{column: SQL expression}}, e.g. {{'amount': '0'}}"
+        )
+    by_lower = {c.name.lower(): c.name for c in meta.columns}
+    out = {}
+    for column, expression in assignments.items():
+        name = by_lower.get(str(column).lower())
+        if name is None:
+            raise InvalidArgumentError(f"{method}(): {meta.name} has no column {column!r}")
+        if name in meta.primary_key or name in meta.partition_by:
+            kind = "primary key" if name in meta.primary_key else "partition"
+            raise InvalidArgumentError(f"{method}(): {name} is a {kind} column and cannot be assigned")
+        if not isinstance(expression, str):
+            raise InvalidArgumentError(f"{method}(): the value for {name} must be a SQL expression string")
+        out[name] = expression
+    return out
+
+
+def assigned(meta: TableMetadata, assignments: Mapping[str, str], when: Column | None = None) -> list[Column]:
+    """The table's columns with `assignments` applied (only where `when` holds, if given)."""
+    out = []
+    for c in meta.columns:
+        if c.name in assignments:
+            value = F.expr(assignments[c.name]).cast(spark_type(c.type))
+            out.append((F.when(when, value).otherwise(F.col(c.name)) if when is not None else value).alias(c.name))
+        else:
+            out.append(F.col(c.name))
+    return out
+
+
+def _copy_on_write(
+    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+) -> dict[str, int]:
+    meta, storage = tx.metadata, tx.storage
+    candidates = tx.scan(condition)
+    rows = read_files(spark, meta, storage, candidates, keep_helpers=True)
+    match = holds(condition)
+    touched = {r[FILE] for r in rows.filter(match).select(FILE).distinct().collect()}
+    if not touched:
+        return {"rows_matched": 0, "files_rewritten": 0}
+    victims = [f for key, f in files_by_key(storage, candidates).items() if key in touched]
+    kept = rows.filter(F.col(FILE).isin(sorted(touched)))
+    if assignments is None:
+        kept = kept.filter(~match).select(*[c.name for c in meta.columns])
+    else:
+        kept = kept.select(*assigned(meta, assignments, when=match))
+    tx.remove_files(victims)
+    tx.add_files(write_staged(kept, tx))
+    return {"files_rewritten": len(victims)}
+
+
+def _deletion_vectors(
+    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+) -> dict[str, int]:
+    meta, storage = tx.metadata, tx.storage
+    candidates = tx.scan(condition)
+    rows = read_files(spark, meta, storage, candidates, keep_helpers=True)
+    matched = rows.filter(holds(condition)).cache()
+    try:
+        positions: dict[str, set[int]] = defaultdict(set)
+        for r in matched.select(FILE, ROW).collect():
+            positions[r[FILE]].add(int(r[ROW]))
+        if not positions:
+            return {"rows_matched": 0}
+        victims = [f for key, f in files_by_key(storage, candidates).items() if key in positions]
+        tx.remove_files(victims)
+        tx.add_files(with_deletion_vectors(storage, victims, positions))
+        if assignments is not None:
+            tx.add_files(write_staged(matched.select(*assigned(meta, assignments)), tx))
+        return {"rows_matched": sum(len(p) for p in positions.values())}
+    finally:
+        matched.unpersist()
+
+
+def _merge_on_read(
+    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+) -> dict[str, int]:
+    """Keyed delta records. The newest version of a row may sit in a file whose statistics do not match
+    the condition, so files are pruned by partition only before merging."""
+    meta, storage = tx.metadata, tx.storage
+    expr = tx.parse(condition)
+    files = tx.snapshot.prune(expr, partitions_only=True)
+    tx.record_read(predicate=expr, files=files, whole_table=expr is None)
+    live = read_snapshot_rows(spark, meta, storage, files).filter(holds(condition))
+    if assignments is None:
+        keys = set(meta.primary_key) | set(meta.partition_by)
+        out = live.select(
+            *[
+                F.col(c.name) if c.name in keys else F.lit(None).cast(spark_type(c.type)).alias(c.name)
+                for c in meta.columns
+            ]
+        ).withColumn(OP_COLUMN, F.lit(DELETE))
+    else:
+        out = live.select(*assigned(meta, assignments)).withColumn(OP_COLUMN, F.lit(UPSERT))
+    out = out.withColumn(SEQ_COLUMN, F.lit(None).cast("long"))
+    files_written = write_staged(out, tx, kind="delta")
+    tx.add_files(files_written)
+    return {"rows_matched": sum(f.rows for f in files_written)}
+
+
+def modify(
+    spark: SparkSession,
+    table: Table,
+    operation: str,
+    condition: str | None,
+    assignments: Mapping[str, str] | None = None,
+) -> Prepared:
+    if condition is not None and not isinstance(condition, str):
+        raise InvalidArgumentError(f"{operation}(): the condition must be a SQL string like \"dt < '2026-01-01'\"")
+    tx = table.begin(operation)
+    with preparing(tx):
+        meta = tx.metadata
+        if assignments is not None:
+            assignments = check_assignments(meta, assignments, operation)
+        if condition is not None:
+            _validate(spark, meta, condition, operation)
+        if meta.primary_key:
+            summary = _merge_on_read(spark, tx, condition, assignments)
+        elif meta.row_level_concurrency:
+            summary = _deletion_vectors(spark, tx, condition, assignments)
+        else:
+            summary = _copy_on_write(spark, tx, condition, assignments)
+    return Prepared(tx, summary)
+
+
+def _validate(spark: SparkSession, meta: TableMetadata, condition: str, method: str) -> None:
+    """Resolve the condition against the table's columns now, so a typo fails before any work."""
+    from .schema import table_struct
+
+    try:
+        spark.createDataFrame([], table_struct(meta)).filter(F.expr(condition)).schema  # noqa: B018
+    except Exception as exc:  # AnalysisException / ParseException: report them as our own error
+        first = str(exc).strip().splitlines()[0]
+        raise InvalidArgumentError(
+            f"{method}(): condition {condition!r} is not valid for {meta.name}: {first}"
+        ) from None
+
+
+def frame_columns(df: DataFrame) -> list[str]:
+    return list(df.columns)

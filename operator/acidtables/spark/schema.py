@@ -1,0 +1,110 @@
+"""Table schemas as Spark sees them, and the check every write makes against them.
+
+A write whose DataFrame does not match the table fails before anything is staged, with a message that
+names each offending column and both types, because a mismatch found later (at read time) would have
+committed data nobody can read back correctly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
+
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.expressions import Literal
+from acidtables.core.records import Column, TableMetadata
+
+#: columns acidtables adds to primary-key (merge-on-read) files: the row's operation and sequence
+OP_COLUMN = "_acid_op"
+SEQ_COLUMN = "_acid_seq"
+UPSERT, DELETE = "U", "D"
+
+
+def spark_type(type_ddl: str) -> DataType:
+    try:
+        return _parse_datatype_string(type_ddl)
+    except Exception as exc:  # pyspark raises ParseException subclasses from several modules
+        raise InvalidArgumentError(f"column type {type_ddl!r} is not a Spark SQL type ({exc})") from None
+
+
+def table_struct(meta: TableMetadata, columns: Sequence[Column] | None = None) -> StructType:
+    return StructType([StructField(c.name, spark_type(c.type), c.nullable) for c in (columns or meta.columns)])
+
+
+def data_columns(meta: TableMetadata) -> list[Column]:
+    """Columns stored inside the Parquet files; partition values live in the log instead."""
+    partition = {p.lower() for p in meta.partition_by}
+    return [c for c in meta.columns if c.name.lower() not in partition]
+
+
+def file_struct(meta: TableMetadata) -> StructType:
+    """The schema of a data file of this table (primary-key files carry the merge-on-read columns)."""
+    fields = list(table_struct(meta, data_columns(meta)).fields)
+    if meta.primary_key:
+        from pyspark.sql.types import LongType, StringType
+
+        fields += [StructField(OP_COLUMN, StringType(), True), StructField(SEQ_COLUMN, LongType(), True)]
+    return StructType(fields)
+
+
+def conform(df: DataFrame, meta: TableMetadata, *, method: str) -> DataFrame:
+    """Check `df` against the table schema and return it with the table's column order.
+
+    Columns are matched by name, case-insensitively. Missing or extra columns and types that differ
+    (beyond a nullable/not-null difference) are all listed in one error.
+    """
+    expected = table_struct(meta)
+    by_name = {f.name.lower(): f for f in df.schema.fields}
+    problems = []
+    for field in expected.fields:
+        got = by_name.pop(field.name.lower(), None)
+        if got is None:
+            problems.append(f"missing column {field.name} {field.dataType.simpleString()}")
+        elif got.dataType != field.dataType:
+            problems.append(
+                f"column {field.name} is {got.dataType.simpleString()}, the table has {field.dataType.simpleString()}"
+            )
+    for extra in by_name.values():
+        problems.append(f"extra column {extra.name} {extra.dataType.simpleString()} (use merge_schema=True to add it)")
+    if problems:
+        raise InvalidArgumentError(
+            f"{method}(): the DataFrame does not match {meta.name} ({meta.schema_ddl}): " + "; ".join(problems)
+        )
+    return df.select(*[F.col(f"`{by_name_of(df, f.name)}`").alias(f.name) for f in expected.fields])
+
+
+def by_name_of(df: DataFrame, name: str) -> str:
+    for field in df.schema.fields:
+        if field.name.lower() == name.lower():
+            return field.name
+    return name
+
+
+def new_columns(df: DataFrame, meta: TableMetadata) -> list[Column]:
+    """Columns of `df` the table does not have yet (for merge_schema=True)."""
+    known = {c.name.lower() for c in meta.columns}
+    return [
+        Column(f.name, f.dataType.simpleString().upper(), True) for f in df.schema.fields if f.name.lower() not in known
+    ]
+
+
+def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> Literal:
+    """A partition value from its Hive-style directory name, typed as the column is."""
+    if raw is None:
+        return None
+    type_ = next(c.type for c in meta.columns if c.name == column).upper()
+    if type_ in ("BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"):
+        return int(raw)
+    if type_ in ("DOUBLE", "FLOAT", "REAL"):
+        return float(raw)
+    if type_ == "BOOLEAN":
+        return raw.lower() == "true"
+    return raw
+
+
+def literal_type_check(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)

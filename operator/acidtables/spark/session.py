@@ -1,0 +1,26 @@
+"""A local SparkSession tuned for small machines: the demo, tests and benchmarks use it."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+
+def local_session(app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g") -> SparkSession:
+    """local[cores], no UI, few shuffle partitions, no _SUCCESS markers in staged directories."""
+    return (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(max(2, cores)))
+        .config("spark.default.parallelism", str(max(2, cores)))
+        .config("spark.driver.memory", memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+        .config(
+            "spark.sql.sources.commitProtocolClass",
+            "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol",
+        )
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )

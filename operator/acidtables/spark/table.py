@@ -1,0 +1,127 @@
+"""SparkTable: the delta-spark-style API over one acidtables table.
+
+Each method is prepare-then-commit through the transaction core; `commit=False` returns the Prepared
+operation instead, so the caller picks the commit point (or aborts). Example::
+
+    t = SparkTable(spark, Catalog.connect().table("sales.orders"))
+    t.insert_into(df)
+    t.update("amount < 0", {"amount": "0"})
+    t.read(version=3).show()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.expressions import Literal
+from acidtables.core.table import Table, TimeLike
+from acidtables.core.transaction import CommitInfo
+
+from . import compaction, modify, reads, writes
+from .merge import MergeBuilder
+from .prepared import Prepared
+
+Result = CommitInfo | Prepared
+
+
+def _finish(prepared: Prepared, commit: bool) -> Result:
+    return prepared.commit() if commit else prepared
+
+
+class SparkTable:
+    def __init__(self, spark: SparkSession, table: Table) -> None:
+        if not isinstance(table, Table):
+            raise InvalidArgumentError(
+                f"SparkTable(): expected an acidtables Table (catalog.table(name)), found {type(table).__name__}"
+            )
+        self.spark = spark
+        self.table = table
+
+    def __repr__(self) -> str:
+        return f"SparkTable({self.table.name!r})"
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    # --- writes --------------------------------------------------------------------------------------
+
+    def _check_df(self, df: Any, method: str) -> DataFrame:
+        if not isinstance(df, DataFrame):
+            raise InvalidArgumentError(f"{method}(): expected a Spark DataFrame, found {type(df).__name__}")
+        return df
+
+    def insert_into(self, df: DataFrame, *, merge_schema: bool = False, commit: bool = True) -> Result:
+        df = self._check_df(df, "insert_into")
+        return _finish(writes.insert_into(self.table, df, merge_schema=merge_schema), commit)
+
+    def insert_overwrite(
+        self,
+        df: DataFrame,
+        *,
+        partition: Mapping[str, Literal] | None = None,
+        dynamic: bool = False,
+        merge_schema: bool = False,
+        commit: bool = True,
+    ) -> Result:
+        df = self._check_df(df, "insert_overwrite")
+        prepared = writes.insert_overwrite(
+            self.table, df, partition=partition, dynamic=dynamic, merge_schema=merge_schema
+        )
+        return _finish(prepared, commit)
+
+    def truncate(self, *, partition: Mapping[str, Literal] | None = None, commit: bool = True) -> Result:
+        return _finish(writes.truncate(self.table, partition=partition), commit)
+
+    def update(self, condition: str | None, assignments: Mapping[str, str], *, commit: bool = True) -> Result:
+        return _finish(modify.modify(self.spark, self.table, "update", condition, assignments), commit)
+
+    def delete(self, condition: str | None = None, *, commit: bool = True) -> Result:
+        return _finish(modify.modify(self.spark, self.table, "delete", condition), commit)
+
+    def merge(self, source: DataFrame, condition: str) -> MergeBuilder:
+        """Start a MERGE; add clauses, then `.execute()`. Aliases: `t` is this table, `s` the source."""
+        return MergeBuilder.start(self.spark, self.table, self._check_df(source, "merge"), condition)
+
+    def compact(
+        self, kind: str = "minor", *, where: str | None = None, target_file_bytes: int = 128 << 20, commit: bool = True
+    ) -> list[CommitInfo] | Prepared:
+        """Rewrite small files (and, for primary-key tables, merge delta files) in groups that commit one
+        by one; returns the commit of each group, or one Prepared for everything with commit=False."""
+        return compaction.compact(
+            self.spark, self.table, kind, where=where, target_file_bytes=target_file_bytes, commit=commit
+        )
+
+    def cluster(self, by: Sequence[str], *, where: str | None = None, commit: bool = True) -> Result:
+        return _finish(compaction.cluster(self.spark, self.table, by, where=where), commit)
+
+    # --- reads ---------------------------------------------------------------------------------------
+
+    def read(
+        self, *, version: int | None = None, timestamp: TimeLike | None = None, where: str | None = None
+    ) -> DataFrame:
+        return reads.read(self.spark, self.table, version=version, timestamp=timestamp, where=where)
+
+    def changes(
+        self,
+        start_version: int | None = None,
+        end_version: int | None = None,
+        *,
+        start_time: TimeLike | None = None,
+        end_time: TimeLike | None = None,
+    ) -> DataFrame:
+        return reads.changes(
+            self.spark,
+            self.table,
+            start_version=start_version,
+            end_version=end_version,
+            start_time=start_time,
+            end_time=end_time,
+        )
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        return reads.history(self.spark, self.table, limit)

@@ -1,0 +1,144 @@
+"""INSERT INTO, INSERT OVERWRITE (whole table, static or dynamic partitions) and TRUNCATE.
+
+Primary-key tables are upserts: an INSERT INTO writes a delta file whose rows replace older rows with
+the same key when read (merge-on-read); an overwrite writes base files. Each call returns a Prepared
+operation; SparkTable commits it unless asked not to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.expressions import Literal
+from acidtables.core.table import Table
+from acidtables.core.transaction import Transaction
+
+from .files import write_staged
+from .prepared import Prepared, preparing
+from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, data_columns, new_columns
+
+
+def _sql_literal(value: Literal) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def partition_predicate(partitions: list[Mapping[str, Literal]]) -> str:
+    """A SQL predicate selecting exactly these partitions (core parses it for the read set)."""
+    clauses = []
+    for p in partitions:
+        parts = [f"{k} IS NULL" if v is None else f"{k} = {_sql_literal(v)}" for k, v in p.items()]
+        clauses.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(clauses) if clauses else "FALSE"
+
+
+def prepare_rows(df: DataFrame, tx: Transaction, *, method: str, merge_schema: bool = False) -> DataFrame:
+    """Conform `df` to the table (evolving the schema in the same commit if asked) and add the
+    merge-on-read columns of primary-key tables."""
+    meta = tx.metadata
+    if merge_schema:
+        added = new_columns(df, meta)
+        if added:
+            tx.update_metadata(add_columns=added)
+            meta = tx.target_metadata
+    rows = conform(df, meta, method=method)
+    if meta.primary_key:
+        # one row per key within a write; which duplicate survives is unspecified
+        rows = rows.dropDuplicates([*meta.partition_by, *meta.primary_key])
+        rows = rows.withColumn(OP_COLUMN, F.lit(UPSERT)).withColumn(SEQ_COLUMN, F.lit(None).cast("long"))
+    return rows
+
+
+def _kind(tx: Transaction, *, overwrite: bool) -> str:
+    if not tx.metadata.primary_key:
+        return "data"
+    return "base" if overwrite else "delta"
+
+
+def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> Prepared:
+    tx = table.begin("insert_into")
+    with preparing(tx):
+        rows = prepare_rows(df, tx, method="insert_into", merge_schema=merge_schema)
+        files = write_staged(rows, tx, kind=_kind(tx, overwrite=False))
+        tx.add_files(files)
+    return Prepared(tx, {"files_written": len(files), "rows_written": sum(f.rows for f in files)})
+
+
+def _check_partition(table_partition_by: tuple[str, ...], partition: Mapping[str, Literal], method: str) -> None:
+    if not isinstance(partition, Mapping) or {k.lower() for k in partition} != {p.lower() for p in table_partition_by}:
+        raise InvalidArgumentError(
+            f"{method}(): partition={dict(partition) if isinstance(partition, Mapping) else partition!r} must give "
+            f"a value for each partition column {list(table_partition_by)}"
+        )
+
+
+def insert_overwrite(
+    table: Table,
+    df: DataFrame,
+    *,
+    partition: Mapping[str, Literal] | None = None,
+    dynamic: bool = False,
+    merge_schema: bool = False,
+) -> Prepared:
+    """Replace the whole table, one static partition, or (dynamic) the partitions present in `df`."""
+    method = "insert_overwrite"
+    if partition is not None and dynamic:
+        raise InvalidArgumentError(f"{method}(): give partition= or dynamic=True, not both")
+    tx = table.begin("insert_overwrite")
+    with preparing(tx):
+        meta = tx.metadata
+        if (partition is not None or dynamic) and not meta.partition_by:
+            raise InvalidArgumentError(f"{method}(): {meta.name} is not partitioned")
+        source = df
+        if partition is not None:
+            _check_partition(meta.partition_by, partition, method)
+            canonical = {c: next(v for k, v in partition.items() if k.lower() == c.lower()) for c in meta.partition_by}
+            for column, value in canonical.items():
+                if column.lower() not in {c.lower() for c in df.columns}:
+                    source = source.withColumn(column, F.lit(value))
+            stray = source.filter(~F.expr(partition_predicate([canonical]))).limit(1).count()
+            if stray:
+                raise InvalidArgumentError(
+                    f"{method}(): the DataFrame has rows outside partition {canonical}; filter them or use dynamic=True"
+                )
+            targets: list[Mapping[str, Literal]] | None = [canonical]
+        elif dynamic:
+            targets = [r.asDict() for r in df.select(*meta.partition_by).distinct().collect()]
+        else:
+            targets = None
+        rows = prepare_rows(source, tx, method=method, merge_schema=merge_schema)
+        if targets is None:
+            tx.remove_files(tx.scan(None))
+        else:
+            tx.remove_files(tx.scan(partition_predicate(targets)))
+        tx.set_scope(targets)
+        files = write_staged(rows, tx, kind=_kind(tx, overwrite=True))
+        tx.add_files(files)
+    return Prepared(tx, {"files_written": len(files), "partitions": targets})
+
+
+def truncate(table: Table, *, partition: Mapping[str, Literal] | None = None) -> Prepared:
+    tx = table.begin("truncate")
+    with preparing(tx):
+        meta = tx.metadata
+        if partition is None:
+            tx.remove_files(tx.scan(None))
+            tx.set_scope(None)
+        else:
+            if not meta.partition_by:
+                raise InvalidArgumentError(f"truncate(): {meta.name} is not partitioned")
+            _check_partition(meta.partition_by, partition, "truncate")
+            canonical = {c: next(v for k, v in partition.items() if k.lower() == c.lower()) for c in meta.partition_by}
+            tx.remove_files(tx.scan(partition_predicate([canonical])))
+            tx.set_scope([canonical])
+    return Prepared(tx)
+
+
+__all__ = ["data_columns", "insert_into", "insert_overwrite", "partition_predicate", "truncate"]

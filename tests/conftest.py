@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -44,3 +45,16 @@ def catalog(etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path) -> Iter
         yield cat
     finally:
         cat.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession for the whole run (starting Spark costs seconds; tests share it)."""
+    from acidtables.spark import local_session
+
+    session = local_session("acidtables-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -406,18 +406,21 @@ class Transaction:
 
     def discard_staged(self, keep: Iterable[str]) -> None:
         """Delete this transaction's staged files except `keep`; failures are warnings (after the commit
-        point nothing may raise, and cleanup removes leftovers later)."""
+        point nothing may raise, and cleanup removes leftovers later).
+
+        With nothing to keep the whole staging directory goes, including files a failed job wrote but
+        never registered with add_files.
+        """
         keep_set = set(keep)
-        doomed = [p for p in self._adds if p not in keep_set]
-        if not doomed:
-            return
         staging = self._storage.staging_dir(self.txn_id)
         try:
-            if not keep_set and all(p.startswith(staging + "/") for p in doomed):
+            if not keep_set:
                 self._storage.delete(staging)
+                doomed = [p for p in self._adds if not p.startswith(staging + "/")]
             else:
-                for path in doomed:
-                    self._storage.delete(path)
+                doomed = [p for p in self._adds if p not in keep_set]
+            for path in doomed:
+                self._storage.delete(path)
         except OSError as exc:
             logger.warning(
                 "%s: could not delete staged files of txn %s (%s); cleanup will remove them",

@@ -1,0 +1,345 @@
+"""Every SparkTable operation against the same operation done in plain Spark on plain DataFrames.
+
+Four table flavours: `cow` (delta, copy-on-write), `dv` (delta with deletion vectors), `txn`
+(maxcompute-transactional) and `pk` (maxcompute, primary key, merge-on-read). Real local Spark, real
+Parquet files, real etcd.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from acidtables import Catalog
+from acidtables.errors import InvalidArgumentError
+from acidtables.spark import Prepared, SparkTable
+
+SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
+FLAVOURS: dict[str, dict[str, Any]] = {
+    "cow": {},
+    "dv": {"row_level_concurrency": True},
+    "txn": {"conflict_policy": "maxcompute-transactional"},
+    "pk": {"primary_key": ["id"]},
+}
+_n = itertools.count()
+
+
+def rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.select("id", "dt", "amount").collect())
+
+
+def base_df(spark: SparkSession) -> DataFrame:
+    data = [
+        (i, "2026-11-01" if i % 3 == 0 else "2026-11-02" if i % 3 == 1 else "2026-11-03", float(i - 5))
+        for i in range(12)
+    ]
+    return spark.createDataFrame(data, SCHEMA)
+
+
+def make(spark: SparkSession, catalog: Catalog, flavour: str) -> SparkTable:
+    table = catalog.create_table(f"shop.{flavour}{next(_n)}", schema=SCHEMA, partition_by=["dt"], **FLAVOURS[flavour])
+    t = SparkTable(spark, table)
+    t.insert_into(base_df(spark))
+    return t
+
+
+def upsert(base: DataFrame, new: DataFrame) -> DataFrame:
+    """Plain-Spark model of a primary-key write: new rows replace old rows with the same (dt, id)."""
+    return base.join(new.select("dt", "id"), ["dt", "id"], "left_anti").unionByName(new)
+
+
+flavours = pytest.mark.parametrize("flavour", list(FLAVOURS))
+
+
+@flavours
+def test_insert_into_appends(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    new = spark.createDataFrame([(100, "2026-11-01", 1.5), (3, "2026-11-01", 9.0)], SCHEMA)
+    info = t.insert_into(new)
+    expected = upsert(base_df(spark), new) if flavour == "pk" else base_df(spark).unionByName(new)
+    assert rows(t.read()) == rows(expected)
+    assert info.version == 2 and info.time_version is not None  # type: ignore[union-attr]
+
+
+@flavours
+def test_insert_overwrite_of_the_whole_table(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    new = spark.createDataFrame([(7, "2026-12-01", 0.5)], SCHEMA)
+    t.insert_overwrite(new)
+    assert rows(t.read()) == rows(new)
+
+
+@flavours
+def test_insert_overwrite_of_a_static_partition(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    new = spark.createDataFrame([(50, 1.0), (51, 2.0)], "id BIGINT, amount DOUBLE")
+    t.insert_overwrite(new, partition={"dt": "2026-11-02"})
+    expected = (
+        base_df(spark)
+        .filter("dt != '2026-11-02'")
+        .unionByName(new.withColumn("dt", F.lit("2026-11-02")).select("id", "dt", "amount"))
+    )
+    assert rows(t.read()) == rows(expected)
+
+
+@flavours
+def test_dynamic_insert_overwrite_replaces_only_partitions_in_the_data(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    new = spark.createDataFrame([(60, "2026-11-01", 1.0), (61, "2026-11-09", 2.0)], SCHEMA)
+    t.insert_overwrite(new, dynamic=True)
+    expected = base_df(spark).filter("dt NOT IN ('2026-11-01', '2026-11-09')").unionByName(new)
+    assert rows(t.read()) == rows(expected)
+
+
+@flavours
+def test_truncate_a_partition_and_then_the_table(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    t.truncate(partition={"dt": "2026-11-03"})
+    assert rows(t.read()) == rows(base_df(spark).filter("dt != '2026-11-03'"))
+    t.truncate()
+    assert rows(t.read()) == []
+
+
+@flavours
+def test_update_matches_plain_spark(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    t.update("amount < 0 AND dt = '2026-11-01'", {"amount": "amount * -10"})
+    cond = F.expr("amount < 0 AND dt = '2026-11-01'")
+    expected = base_df(spark).withColumn("amount", F.when(cond, F.col("amount") * -10).otherwise(F.col("amount")))
+    assert rows(t.read()) == rows(expected)
+
+
+@flavours
+def test_delete_matches_plain_spark(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    t.delete("id % 4 = 1 OR amount > 5")
+    assert rows(t.read()) == rows(base_df(spark).filter("NOT (id % 4 = 1 OR amount > 5)"))
+
+
+@flavours
+def test_update_and_delete_that_match_nothing_change_nothing(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    t.update("id > 1000", {"amount": "0"})
+    t.delete("dt = '1999-01-01'")
+    assert rows(t.read()) == rows(base_df(spark))
+
+
+@flavours
+def test_merge_matches_plain_spark(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    source = spark.createDataFrame(
+        [
+            (0, "2026-11-01", 100.0, False),
+            (3, "2026-11-01", 0.0, True),
+            (4, "2026-11-02", -7.0, False),
+            (200, "2026-11-03", 2.0, False),
+        ],
+        "id BIGINT, dt STRING, amount DOUBLE, deleted BOOLEAN",
+    )
+    (
+        t.merge(source, "t.id = s.id AND t.dt = s.dt")
+        .when_matched_delete("s.deleted")
+        .when_matched_update({"amount": "s.amount"})
+        .when_not_matched_insert({"id": "s.id", "dt": "s.dt", "amount": "s.amount"})
+        .execute()
+    )
+    base = {(r.id, r.dt): r.amount for r in base_df(spark).collect()}
+    del base[(3, "2026-11-01")]
+    base[(0, "2026-11-01")] = 100.0
+    base[(4, "2026-11-02")] = -7.0
+    base[(200, "2026-11-03")] = 2.0
+    assert rows(t.read()) == sorted((i, d, a) for (i, d), a in base.items())
+
+
+@flavours
+def test_merge_insert_all_and_update_all(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    source = spark.createDataFrame([(1, "2026-11-02", 11.0), (300, "2026-11-02", 3.0)], SCHEMA)
+    t.merge(
+        source, "t.id = s.id AND t.dt = '2026-11-02'"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    expected = upsert(base_df(spark), source)
+    assert rows(t.read()) == rows(expected)
+
+
+@flavours
+@pytest.mark.parametrize("kind", ["minor", "major"])
+def test_compaction_keeps_the_data(spark: SparkSession, catalog: Catalog, flavour: str, kind: str) -> None:
+    t = make(spark, catalog, flavour)
+    for i in range(3):
+        t.insert_into(spark.createDataFrame([(500 + i, "2026-11-01", float(i))], SCHEMA))
+    t.update("id = 500", {"amount": "42"})
+    t.delete("id = 501")
+    before = rows(t.read())
+    files_before = len(t.table.snapshot().files)
+    infos = t.compact(kind, target_file_bytes=1 << 20)
+    assert isinstance(infos, list) and infos, "compaction committed nothing"
+    assert all(i.time_version is None for i in infos)
+    assert rows(t.read()) == before
+    assert len(t.table.snapshot().files) < files_before
+
+
+@flavours
+def test_cluster_reorders_without_changing_data(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    before = rows(t.read())
+    info = t.cluster(by=["amount"])
+    assert info.time_version is None  # type: ignore[union-attr]
+    assert rows(t.read()) == before
+    assert t.table.history(limit=1)[0].operation == "CLUSTER"
+
+
+@flavours
+def test_time_travel_and_changes(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    first = t.insert_into(spark.createDataFrame([(900, "2026-11-01", 9.0)], SCHEMA))
+    t.delete("id = 900")
+    assert rows(t.read(version=1)) == rows(base_df(spark))
+    assert (900, "2026-11-01", 9.0) in rows(t.read(version=first.version))  # type: ignore[union-attr]
+    assert (900, "2026-11-01", 9.0) in rows(t.read(timestamp=first.time_version))  # type: ignore[union-attr]
+    assert (900, "2026-11-01", 9.0) not in rows(t.read())
+    changes = t.changes(start_version=first.version).filter("id = 900")  # type: ignore[union-attr]
+    kinds = sorted((r._commit_version, r._change_type) for r in changes.collect())
+    insert = "upsert" if flavour == "pk" else "insert"
+    assert kinds == [(first.version, insert), (first.version + 1, "delete")]  # type: ignore[union-attr]
+
+
+@flavours
+def test_uncommitted_operation_is_invisible_until_committed(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    prepared = t.update("id = 1", {"amount": "77"}, commit=False)
+    assert isinstance(prepared, Prepared)
+    assert (1, "2026-11-02", 77.0) not in rows(t.read())
+    prepared.commit()
+    assert (1, "2026-11-02", 77.0) in rows(t.read())
+
+
+@flavours
+def test_aborted_operation_leaves_nothing(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
+    t = make(spark, catalog, flavour)
+    prepared = t.insert_into(spark.createDataFrame([(1000, "2026-11-01", 1.0)], SCHEMA), commit=False)
+    assert isinstance(prepared, Prepared)
+    staging = t.table.storage.staging_dir(prepared.transaction.txn_id)
+    assert t.table.storage.exists(staging)
+    prepared.abort()
+    assert not t.table.storage.exists(staging)
+    assert rows(t.read()) == rows(base_df(spark)) and t.table.version == 1
+
+
+def test_a_reader_keeps_its_snapshot_while_20_commits_land(spark: SparkSession, catalog: Catalog) -> None:
+    t = make(spark, catalog, "cow")
+    pinned = t.table.snapshot()
+    from acidtables.spark.reads import read_snapshot
+
+    reader = read_snapshot(spark, t.table, pinned)
+    for i in range(20):
+        t.insert_into(spark.createDataFrame([(2000 + i, "2026-11-01", 0.0)], SCHEMA))
+    t.compact("major", target_file_bytes=1 << 20)
+    assert rows(reader) == rows(base_df(spark))
+    assert len(rows(t.read())) == 12 + 20
+
+
+def test_a_failing_job_leaves_no_visible_data_and_no_staged_files(spark: SparkSession, catalog: Catalog) -> None:
+    t = make(spark, catalog, "cow")
+    bad = spark.createDataFrame([(1, "2026-11-01", 1.0)], SCHEMA).withColumn(
+        "amount", F.expr("raise_error('the job failed')").cast("double")
+    )
+    with pytest.raises(Exception, match="the job failed"):
+        t.insert_into(bad)
+    assert t.table.version == 1
+    assert t.table.cleanup(grace_seconds=0).deleted == ()  # abort already removed the staging dir
+    assert not t.table.storage.list_dir("data") or all(
+        e.path.rsplit("/", 1)[-1] in {h.txn_id for h in t.table.history()} for e in t.table.storage.list_dir("data")
+    )
+
+
+@pytest.mark.parametrize(
+    ("df_schema", "message"),
+    [
+        ("id BIGINT, dt STRING", "missing column amount double"),
+        ("id STRING, dt STRING, amount DOUBLE", "column id is string, the table has bigint"),
+        ("id BIGINT, dt STRING, amount DOUBLE, note STRING", "extra column note string"),
+    ],
+)
+def test_a_write_that_does_not_match_the_schema_names_the_columns(
+    spark: SparkSession, catalog: Catalog, df_schema: str, message: str
+) -> None:
+    t = make(spark, catalog, "cow")
+    with pytest.raises(InvalidArgumentError, match=message):
+        t.insert_into(spark.createDataFrame([], df_schema))
+    assert t.table.version == 1
+
+
+def test_merge_schema_adds_columns_through_a_metadata_commit(spark: SparkSession, catalog: Catalog) -> None:
+    t = make(spark, catalog, "cow")
+    wider = spark.createDataFrame(
+        [(5000, "2026-11-01", 1.0, "vip")], "id BIGINT, dt STRING, amount DOUBLE, note STRING"
+    )
+    t.insert_into(wider, merge_schema=True)
+    assert t.table.metadata.column_names == ("id", "dt", "amount", "note")
+    assert t.table.commits(2)[0].metadata is not None
+    notes = {r.id: r.note for r in t.read().collect()}
+    assert notes[5000] == "vip" and notes[0] is None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda t: t.update("amount <", {"amount": "0"}), "is not valid"),
+        (lambda t: t.update("amount < 0", {"nope": "0"}), "has no column 'nope'"),
+        (lambda t: t.update("amount < 0", {"dt": "'x'"}), "partition column"),
+        (lambda t: t.insert_into([1, 2]), "expected a Spark DataFrame"),
+        (lambda t: t.insert_overwrite(t.read(), partition={"day": "x"}), "partition column"),
+        (lambda t: t.compact("medium"), "use 'minor' or 'major'"),
+        (lambda t: t.compact("minor", where="amount > 1"), "partition columns"),
+        (lambda t: t.cluster(by="id"), "non-empty list"),
+        (lambda t: t.merge(t.read(), "t.id = s.id").execute(), "at least one"),
+        (
+            lambda t: t.merge(t.read(), "t.id = s.id").when_matched_delete().when_matched_update({"amount": "0"}),
+            "could never apply",
+        ),
+    ],
+)
+def test_bad_calls_name_the_problem(
+    spark: SparkSession, catalog: Catalog, call: Callable[[SparkTable], object], message: str
+) -> None:
+    t = make(spark, catalog, "cow")
+    with pytest.raises(InvalidArgumentError, match=message):
+        call(t)
+    assert t.table.version == 1
+
+
+def test_merge_with_two_source_rows_for_one_target_row_fails(spark: SparkSession, catalog: Catalog) -> None:
+    t = make(spark, catalog, "cow")
+    source = spark.createDataFrame([(1, "2026-11-02", 1.0), (1, "2026-11-02", 2.0)], SCHEMA)
+    with pytest.raises(InvalidArgumentError, match="more than one source row"):
+        t.merge(source, "t.id = s.id").when_matched_update({"amount": "s.amount"}).execute()
+    assert t.table.version == 1
+
+
+def test_primary_key_table_reads_the_same_after_minor_and_major_compaction(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    t = make(spark, catalog, "pk")
+    for i in range(4):
+        t.insert_into(spark.createDataFrame([(i, "2026-11-01", 100.0 + i), (40 + i, "2026-11-02", 1.0)], SCHEMA))
+    t.delete("id = 41")
+    t.update("dt = '2026-11-02' AND id >= 42", {"amount": "amount + 1"})
+    expected = rows(t.read())
+    t.compact("minor", target_file_bytes=1 << 20)
+    assert rows(t.read()) == expected
+    assert any(f.kind == "delta" and f.lineage for f in t.table.snapshot().files)
+    t.compact("major", target_file_bytes=1 << 20)
+    assert rows(t.read()) == expected
+    assert all(f.kind == "base" for f in t.table.snapshot().files)

@@ -187,6 +187,16 @@ class Table:
             self._services, snapshot, op, txn_id=txn_id, head_revision=head.mod_revision, user_metadata=user_metadata
         )
 
+    def resume(self, txn_id: str, operation: str | Operation, *, read_version: int, head_revision: int) -> Transaction:
+        """Rebuild a transaction begun in another process, from what `begin` returned there.
+
+        Spark's Python data sources plan, write and commit in different Python workers, so the
+        transaction travels between them as (txn id, operation, read version, head revision).
+        """
+        op = Operation.parse(operation, method="resume")
+        snapshot = self._services.snapshots.load(self.table_id, self.location, read_version)
+        return Transaction(self._services, snapshot, op, txn_id=txn_id, head_revision=head_revision)
+
     def find_commit(self, txn_id: str) -> int | None:
         """The version a transaction committed, or None; answers CommitOutcomeUnknown once etcd is back."""
         result = self._coordinator.find_txn(self.table_id, txn_id)

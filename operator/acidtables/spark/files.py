@@ -50,7 +50,10 @@ def _stat_value(value: Any) -> Any:
 def footer(storage: Storage, relative: str) -> tuple[int, dict[str, ColumnStats]]:
     """Row count and per-column min/max/null count, from the Parquet footer only."""
     with storage.open_input(relative) as handle:
-        meta = pq.ParquetFile(handle).metadata
+        return footer_stats(pq.ParquetFile(handle).metadata)
+
+
+def footer_stats(meta: pq.FileMetaData) -> tuple[int, dict[str, ColumnStats]]:
     stats: dict[str, ColumnStats] = {}
     for c in range(meta.num_columns):
         name = meta.schema.column(c).path

@@ -7,11 +7,13 @@ committed data nobody can read back correctly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
 
 from acidtables.core.errors import InvalidArgumentError
@@ -24,7 +26,42 @@ SEQ_COLUMN = "_acid_seq"
 UPSERT, DELETE = "U", "D"
 
 
+_SIMPLE: dict[str, DataType] = {
+    "BIGINT": T.LongType(),
+    "LONG": T.LongType(),
+    "INT": T.IntegerType(),
+    "INTEGER": T.IntegerType(),
+    "SMALLINT": T.ShortType(),
+    "SHORT": T.ShortType(),
+    "TINYINT": T.ByteType(),
+    "BYTE": T.ByteType(),
+    "DOUBLE": T.DoubleType(),
+    "FLOAT": T.FloatType(),
+    "REAL": T.FloatType(),
+    "STRING": T.StringType(),
+    "BOOLEAN": T.BooleanType(),
+    "DATE": T.DateType(),
+    "TIMESTAMP": T.TimestampType(),
+    "TIMESTAMP_NTZ": T.TimestampNTZType(),
+    "BINARY": T.BinaryType(),
+}
+_DECIMAL = re.compile(r"^DECIMAL\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_TEXT = re.compile(r"^(VAR)?CHAR\s*\(\s*\d+\s*\)$")
+
+
 def spark_type(type_ddl: str) -> DataType:
+    """The Spark type of a column type. Primitive types are mapped here, because Spark's own parser
+    needs a live session, which the data source's Python workers do not have."""
+    upper = type_ddl.strip().upper()
+    if upper in _SIMPLE:
+        return _SIMPLE[upper]
+    decimal = _DECIMAL.match(upper)
+    if decimal:
+        return T.DecimalType(int(decimal.group(1)), int(decimal.group(2)))
+    if upper == "DECIMAL":
+        return T.DecimalType(10, 0)
+    if _TEXT.match(upper):
+        return T.StringType()
     try:
         return _parse_datatype_string(type_ddl)
     except Exception as exc:  # pyspark raises ParseException subclasses from several modules

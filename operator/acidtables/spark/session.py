@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark.sql import SparkSession
 
 
 def local_session(app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g") -> SparkSession:
-    """local[cores], no UI, few shuffle partitions, no _SUCCESS markers in staged directories."""
-    return (
+    """local[cores], no UI, few shuffle partitions, no _SUCCESS markers in staged directories; the
+    `acidtables` data source is registered."""
+    from .datasource import register
+
+    # Python workers (UDFs, the acidtables data source) must import the same packages as the driver;
+    # PySpark reads the interpreter from the environment when the context starts.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    session = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -24,3 +34,5 @@ def local_session(app_name: str = "acidtables", *, cores: int = 2, memory: str =
         .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
         .getOrCreate()
     )
+    register(session)
+    return session

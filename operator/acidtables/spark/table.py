@@ -22,6 +22,7 @@ from acidtables.core.table import Table, TimeLike
 from acidtables.core.transaction import CommitInfo
 
 from . import compaction, modify, reads, writes
+from .datasource import register
 from .merge import MergeBuilder
 from .prepared import Prepared
 
@@ -40,6 +41,7 @@ class SparkTable:
             )
         self.spark = spark
         self.table = table
+        register(spark)
 
     def __repr__(self) -> str:
         return f"SparkTable({self.table.name!r})"

@@ -368,7 +368,7 @@ def demo_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_demo_json_outcomes_match_the_conflict_rules(demo_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    document = run_json(capsys, "demo")
+    document = run_json(capsys, "demo", "--core")
 
     outcomes = {
         (s["policy"], s["isolation_level"], s["earlier"], s["later"]): (
@@ -387,7 +387,7 @@ def test_demo_json_outcomes_match_the_conflict_rules(demo_tmp: Path, capsys: pyt
 def test_demo_time_travel_reads_the_first_load_by_version_and_by_time(
     demo_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    travel = run_json(capsys, "demo")["time_travel"]
+    travel = run_json(capsys, "demo", "--core")["time_travel"]
 
     by_version, by_time, now = travel["snapshots"]
     assert by_version["version"] == by_time["version"] == travel["changes_since_version"]
@@ -399,7 +399,7 @@ def test_demo_time_travel_reads_the_first_load_by_version_and_by_time(
 
 
 def test_demo_leaves_no_etcd_and_no_files(demo_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "demo")
+    code, out, err = run(capsys, "demo", "--core")
 
     assert code == 0, err
     assert "later failed: TransactionConflictException" in out

@@ -50,6 +50,12 @@ def test_might_match(predicate: str, file: dict[str, tuple[object, object]], exp
     assert might_match(expr, bounds(**file)) is expected
 
 
+def test_unreadable_conjuncts_are_dropped_which_only_widens() -> None:
+    expr = parse_predicate("dt = 'b' AND id % 2 = 0 AND upper(name) = 'X'", COLUMNS)
+    assert expr == parse_predicate("dt = 'b'", COLUMNS)
+    assert parse_predicate("dt = 'b' OR id % 2 = 0", COLUMNS) is None  # an OR cannot be narrowed that way
+
+
 @pytest.mark.parametrize(
     "predicate",
     ["t.id = s.id", "upper(name) = 'X'", "id + 1 = 2", "id = (SELECT 1)", "id LIKE 'a%'", "unknown_col = 1", "id ="],

@@ -108,7 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("name", help="namespace.table")
     history.add_argument("--limit", type=_positive_int, metavar="N", help="only the newest N commits")
 
-    sub.add_parser("demo", parents=options, help="run overlapping transactions on each conflict policy")
+    demo = sub.add_parser("demo", parents=options, help="run overlapping Spark jobs on each conflict policy")
+    demo.add_argument(
+        "--core", action="store_true", help="the transaction core alone: no Spark, small files written with pyarrow"
+    )
     return parser
 
 
@@ -155,7 +158,12 @@ def _run(args: argparse.Namespace) -> None:
         run_etcd(args.data_dir, args.port, as_json=args.json, out=out)
         return
     if args.command == "demo":
-        render(run_demo(), as_json=args.json, out=out)
+        if args.core:
+            render(run_demo(), as_json=args.json, out=out)
+        else:
+            from .spark_demo import run_spark_demo  # Spark starts only for this command
+
+            render(run_spark_demo(), as_json=args.json, out=out)
         return
     with _open_catalog(args.local) as catalog:
         if args.command == "tables":

@@ -436,7 +436,18 @@ def parse_predicate(text: str, columns: Sequence[str]) -> Expr | None:
     try:
         return _Parser(text, column_of).parse()
     except _Unsupported:
+        pass
+    # Drop the AND-ed parts it cannot read: a conjunction of fewer parts selects more rows, so the read
+    # set only widens (safe), and `dt = 'b' AND id % 2 = 0` still narrows to partition b.
+    kept = []
+    for part in split_conjuncts(text):
+        try:
+            kept.append(_Parser(part, column_of).parse())
+        except _Unsupported:
+            continue
+    if not kept:
         return None
+    return kept[0] if len(kept) == 1 else And(tuple(kept))
 
 
 def split_conjuncts(text: str) -> list[str]:

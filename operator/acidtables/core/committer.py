@@ -67,28 +67,32 @@ class Committer:
 
     def run(self) -> CommitInfo:
         txn = self.txn
-        intent = txn.intent()
-        applied = self._already_applied(intent)
+        self.intent = txn.intent()
+        applied = self._already_applied(self.intent)
         if applied is not None:
             return applied
-        base_version = txn.read_version
-        base_time = txn.snapshot.time_version
-        expected_revision = txn.head_revision
+        self.base_version = txn.read_version
+        self.base_time = txn.snapshot.time_version
+        self.expected_revision = txn.head_revision
         attempt = 0
         while True:
             attempt += 1
             now = self.services.clock()
             # D-19: strictly increasing even when clocks disagree; only data changes get one (D-20)
-            time_version = max(now, (base_time or 0) + 1) if txn.operation.changes_data else None
+            time_version = max(now, (self.base_time or 0) + 1) if txn.operation.changes_data else None
             record = replace(
-                intent, version=base_version + 1, committed_at=now, time_version=time_version, retries=attempt - 1
+                self.intent,
+                version=self.base_version + 1,
+                committed_at=now,
+                time_version=time_version,
+                retries=attempt - 1,
             )
-            head = Head(record.version, time_version if time_version is not None else base_time, txn.txn_id)
+            head = Head(record.version, time_version if time_version is not None else self.base_time, txn.txn_id)
             try:
                 result = self.services.coordinator.compare_and_swap(
                     self.table_id,
-                    expected_revision,
-                    base_version,
+                    self.expected_revision,
+                    self.base_version,
                     record.version,
                     self._log_entry(record, attempt),
                     head.to_json(),
@@ -96,35 +100,14 @@ class Committer:
                     time_version,
                 )
             except CommitAnswerLost as lost:
-                result = self._after_lost_answer(lost, base_version)
+                result = self._after_lost_answer(lost, self.base_version)
                 if result.succeeded:
-                    landed = self._decode(result.log[0])
-                    return self._finish(landed)
+                    return self._finish(self._decode(result.log[0]))
             if result.succeeded:
                 return self._finish(record)
-            if result.head is None:
-                self._give_up()
-                raise TableNotFoundError(f"{self.meta.name} was dropped while {txn.operation.display} was running")
-            for entry in result.log:
-                winner = self._decode(entry)
-                if winner.version <= base_version:
-                    continue
-                if winner.txn_id == txn.txn_id:
-                    return self._finish(winner)  # an earlier attempt landed; its answer was lost
-                verdict = judge(winner, intent, self.meta)
-                if isinstance(verdict, ConcurrentModificationException):
-                    self._fail(verdict)
-                    raise verdict
-                self.winners.append(winner)
-                intent = verdict
-                base_version = winner.version
-                if winner.time_version is not None:
-                    base_time = winner.time_version
-            expected_revision = result.head.mod_revision
-            if int(result.head.value["version"]) != base_version:
-                # the head moved past the log we were sent (a commit landed in between): read again
-                events.emit(self._event("retry", retries=attempt))
-                continue
+            landed = self._absorb(result)
+            if landed is not None:
+                return self._finish(landed)
             if attempt >= self.settings.max_attempts:
                 self._give_up()
                 events.emit(self._event("exhausted", retries=attempt))
@@ -142,12 +125,47 @@ class Committer:
                 self.meta.name,
                 txn.txn_id,
                 txn.read_version,
-                base_version,
+                self.base_version,
                 attempt + 1,
                 self.settings.max_attempts,
                 delay,
             )
-            time.sleep(delay)
+            if delay > 0:
+                time.sleep(delay)
+                # Commits landed while we slept: rebase onto them now, so the next compare-and-swap
+                # compares a fresh head instead of losing to everything that happened during the sleep.
+                landed = self._absorb(self.services.coordinator.read_head_and_log(self.table_id, self.base_version))
+                if landed is not None:
+                    return self._finish(landed)
+
+    def _absorb(self, result: CasResult) -> CommitRecord | None:
+        """Judge the winning commits in log order and rebase onto them (conflict-rules §1.4).
+
+        Returns our own record if it is among them (an earlier attempt landed but its answer was lost);
+        raises the policy's exception on a real conflict.
+        """
+        if result.head is None:
+            self._give_up()
+            raise TableNotFoundError(f"{self.meta.name} was dropped while {self.txn.operation.display} was running")
+        for entry in result.log:
+            winner = self._decode(entry)
+            if winner.version <= self.base_version:
+                continue
+            if winner.txn_id == self.txn.txn_id:
+                return winner
+            verdict = judge(winner, self.intent, self.meta)
+            if isinstance(verdict, ConcurrentModificationException):
+                self._fail(verdict)
+                raise verdict
+            self.winners.append(winner)
+            self.intent = verdict
+            self.base_version = winner.version
+            if winner.time_version is not None:
+                self.base_time = winner.time_version
+        if int(result.head.value["version"]) == self.base_version:
+            self.expected_revision = result.head.mod_revision
+        # else the head moved past the log we were sent: the next compare-and-swap loses and reads again
+        return None
 
     # --- pieces --------------------------------------------------------------------------------------
 

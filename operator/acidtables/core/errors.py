@@ -45,6 +45,10 @@ class CoordinatorUnavailable(AcidTablesError):
     """etcd could not be reached within the bounded time; nothing was committed."""
 
 
+class CoordinatorRefused(AcidTablesError):
+    """etcd answered, but refused the request (not a connection problem, so not retried)."""
+
+
 class CommitOutcomeUnknown(CoordinatorUnavailable):
     """The commit was sent but etcd's answer was lost, and etcd stayed unreachable while we looked it up.
 

@@ -34,7 +34,7 @@ from pyetcd import exceptions as etcd_exceptions
 from pyetcd import transactions as ops
 from pyetcd import utils as etcd_utils
 
-from .errors import ConfigurationError, CoordinatorUnavailable
+from .errors import AcidTablesError, ConfigurationError, CoordinatorRefused, CoordinatorUnavailable
 from .settings import EtcdSettings
 
 logger = logging.getLogger(__name__)
@@ -111,13 +111,18 @@ class Coordinator:
                 pyetcd.Endpoint(parts.hostname, parts.port, secure=s.secure, creds=credentials, time_retry=0.0)
             )
         try:
-            return pyetcd.MultiEndpointEtcd3Client(
+            client = pyetcd.MultiEndpointEtcd3Client(
                 endpoints=endpoints,
                 timeout=s.request_timeout_seconds,
                 user=s.user,
                 password=s.password,
                 failover=True,
             )
+            if not s.secure:
+                # grpc refuses call credentials on an insecure channel; pyetcd also sends the token as
+                # plain metadata on every call, which etcd accepts, so drop the credentials there
+                client.call_credentials = None
+            return client
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise etcd_exceptions.ConnectionFailedError() from exc
@@ -140,30 +145,49 @@ class Coordinator:
                 self._client = None
 
     def _call(self, what: str, fn: Callable[[pyetcd.MultiEndpointEtcd3Client], T]) -> T:
-        """Run one idempotent request, retrying connection failures until the unavailable deadline."""
+        """Run one idempotent request, retrying connection failures until the unavailable deadline.
+
+        Anything else etcd says (a refused login, a request too large) is final and raised at once.
+        """
         deadline = time.monotonic() + self.settings.unavailable_timeout_seconds
         delay = 0.05
+        relogged = False
         while True:
             try:
                 return fn(self.client)
             except grpc.RpcError as exc:
-                if exc.code() is grpc.StatusCode.UNAUTHENTICATED:
-                    # the auth token expired (etcd's simple tokens live 5 minutes): log in again
+                code = exc.code()
+                if code is grpc.StatusCode.UNAUTHENTICATED and not relogged:
+                    # the auth token expired (etcd's simple tokens live 5 minutes): log in again, once
+                    relogged = True
                     self._reset_client()
                     continue
+                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise self._refused(what, exc) from exc
                 error: BaseException = exc
             except _CONNECTION_ERRORS as exc:
                 error = exc
             self._reset_client()
-            if time.monotonic() + delay > deadline:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 raise CoordinatorUnavailable(
                     f"etcd at {', '.join(self.settings.endpoints)} did not answer {what} within "
                     f"{self.settings.unavailable_timeout_seconds:g} s ({error}). Nothing was committed. Check that "
                     "etcd is running and reachable; ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS sets how long to wait."
                 ) from error
-            logger.info("etcd unreachable during %s (%s); retrying in %.2f s", what, error, delay)
-            time.sleep(delay)
+            logger.info("etcd unreachable during %s (%s); retrying in %.2f s", what, error, min(delay, remaining))
+            time.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
+
+    def _refused(self, what: str, exc: grpc.RpcError) -> AcidTablesError:
+        details = exc.details() or str(exc.code())
+        auth_codes = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+        if exc.code() in auth_codes or "user name" in details or "auth" in details.lower():
+            return ConfigurationError(
+                f"etcd refused {what}: {details}. Check ACIDTABLES_ETCD_USER and ACIDTABLES_ETCD_PASSWORD "
+                "(an etcd with authentication enabled needs both)."
+            )
+        return CoordinatorRefused(f"etcd refused {what}: {details}")
 
     def close(self) -> None:
         self._closed.set()
@@ -321,6 +345,20 @@ class Coordinator:
         new_head = HeadState(json.loads(head_kvs[0][0]), head_kvs[0][1].mod_revision) if head_kvs else None
         log = sorted((json.loads(v) for v, _ in log_kvs), key=lambda r: int(r["version"]))
         return CasResult(False, new_head, log)
+
+    def read_head_and_log(self, table_id: str, after: int) -> CasResult:
+        """The head and the log after `after`, in one round trip: what a committer needs to rebase."""
+        start, end = self._log_range(table_id, after, None)
+        _, responses = self._call(
+            "a head and log read",
+            lambda c: c.transaction(
+                compare=[], success=[ops.Get(self.head_key(table_id)), ops.Get(start, range_end=end)], failure=[]
+            ),
+        )
+        head_kvs, log_kvs = responses
+        head = HeadState(json.loads(head_kvs[0][0]), head_kvs[0][1].mod_revision) if head_kvs else None
+        log = sorted((json.loads(v) for v, _ in log_kvs), key=lambda r: int(r["version"]))
+        return CasResult(False, head, log)
 
     def find_txn(self, table_id: str, txn_id: str) -> int | None:
         value, _ = self._call("a transaction lookup", lambda c: c.get(self._key(table_id, "txns", txn_id)))

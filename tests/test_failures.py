@@ -1,0 +1,540 @@
+"""Failures around a commit: writers killed mid-job, etcd killed and restarted, etcd unreachable, a commit
+whose answer is lost, secured etcd, and the end of a transaction's life.
+
+Everything runs against real etcd processes and real files. Crashes are real SIGKILLs of a separate
+writer process that waits on stdin at the chosen point, and lost answers come from a TCP proxy that holds
+etcd's replies back while the request itself still reaches etcd.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from acidtables import Catalog, CommitInfo, Table
+from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.core.waiting import wait_for
+from acidtables.errors import (
+    CommitOutcomeUnknown,
+    ConfigurationError,
+    CoordinatorUnavailable,
+    TransactionClosedError,
+)
+from helpers.crash_writer import LEASE_TTL_SECONDS
+from helpers.processes import LineReader, kill_and_reap
+from helpers.proxy import HoldingProxy
+from helpers.servers import enable_auth, make_tls_files
+from helpers.tables import (
+    CatalogSpec,
+    committed_records,
+    etcd_client,
+    head_version,
+    inflight_txns,
+    log_versions,
+    txn_version,
+    write_part,
+)
+
+TESTS_DIR = Path(__file__).resolve().parent
+SCHEMA = "id BIGINT, dt STRING"
+
+
+@pytest.fixture
+def spec(etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path) -> CatalogSpec:
+    return CatalogSpec(etcd_server.endpoint, etcd_prefix, str(tmp_path / "warehouse"))
+
+
+@pytest.fixture
+def table(catalog: Catalog) -> Table:
+    return catalog.create_table("ns.events", schema=SCHEMA, partition_by=["dt"])
+
+
+@pytest.fixture
+def reader(spec: CatalogSpec) -> Iterator[Catalog]:
+    """A catalog that took no part in the writes: its snapshots come from etcd and disk, not a cache."""
+    catalog = spec.open()
+    yield catalog
+    catalog.close()
+
+
+def _with_helpers_on_path() -> dict[str, str]:
+    """The environment for `python -m helpers.<script>` children: this process's, plus the tests dir."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), os.environ.get("PYTHONPATH", "")])}
+
+
+def _relative(table: Table, path: str) -> str:
+    return os.path.relpath(path, table.location)
+
+
+def _commit_one(table: Table, name: str = "part-0.parquet") -> tuple[CommitInfo, str]:
+    tx = table.begin("insert_into")
+    f = write_part(tx.staging_dir, name, {"dt": "a"})
+    tx.add_files([f])
+    return tx.commit(), _relative(table, f.path)
+
+
+# --- 1. a writer killed with SIGKILL at a chosen point ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class CrashedWriter:
+    txn_id: str
+    staging_dir: str
+    #: the last line it printed: the crash point it reached
+    marker: str
+
+
+CrashAt = Callable[[str], CrashedWriter]
+
+
+@pytest.fixture
+def crash_at(spec: CatalogSpec, table: Table, tmp_path: Path, etcd_server: EmbeddedEtcd) -> Iterator[CrashAt]:
+    """Run the crash writer to a point, check its in-flight registration while it waits there, and SIGKILL it."""
+    processes: list[subprocess.Popen[bytes]] = []
+    env = _with_helpers_on_path()
+
+    def run(point: str) -> CrashedWriter:
+        log = tmp_path / f"writer-{point}.log"
+        command = [sys.executable, "-m", "helpers.crash_writer", spec.endpoint, spec.prefix, spec.warehouse]
+        with log.open("wb") as stderr:
+            process = subprocess.Popen(
+                [*command, table.name, point], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env
+            )
+        processes.append(process)
+        lines = LineReader(process)
+        try:
+            began = lines.next_line(timeout_seconds=30).split()
+            marker = lines.next_line(timeout_seconds=30)
+        except (TimeoutError, EOFError) as exc:
+            kill_and_reap(process)
+            raise AssertionError(f"{exc}; writer stderr:\n{log.read_text()}") from exc
+        assert began[0] == "began"
+        writer = CrashedWriter(began[1], began[2], marker)
+        client = etcd_client(etcd_server.host, etcd_server.client_port)
+        try:
+            registered = writer.txn_id in inflight_txns(client, spec.prefix, table.table_id)
+        finally:
+            client.close()
+        # while it waits, its transaction is registered in flight, up to the commit that clears it
+        assert registered == (point != "committed")
+        kill_and_reap(process)
+        return writer
+
+    yield run
+    for process in processes:
+        kill_and_reap(process)
+
+
+def _wait_until_not_in_flight(spec: CatalogSpec, etcd_server: EmbeddedEtcd, table: Table, txn_id: str) -> None:
+    client = etcd_client(etcd_server.host, etcd_server.client_port)
+    try:
+        wait_for(
+            lambda: txn_id not in inflight_txns(client, spec.prefix, table.table_id),
+            timeout_seconds=LEASE_TTL_SECONDS + 10,
+            message=f"in-flight key of {txn_id} still there {LEASE_TTL_SECONDS + 10} s after its writer died",
+        )
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("point", ["staging", "staged"], ids=["while-staging", "between-staging-and-commit"])
+def test_killed_writer_before_commit_leaves_no_visible_data_and_cleanup_removes_its_staging(
+    point: str, crash_at: CrashAt, table: Table, spec: CatalogSpec, etcd_server: EmbeddedEtcd
+) -> None:
+    writer = crash_at(point)
+    assert writer.marker == point
+
+    assert table.version == 0
+    assert table.snapshot().files == []
+    assert table.find_commit(writer.txn_id) is None
+    assert os.listdir(writer.staging_dir) != []  # it did write files before it died
+    _wait_until_not_in_flight(spec, etcd_server, table, writer.txn_id)
+    report = table.cleanup(grace_seconds=0)
+    assert report.deleted == (_relative(table, writer.staging_dir),)
+    assert not os.path.exists(writer.staging_dir)
+    info, path = _commit_one(table)
+    assert info.version == 1
+    assert list(table.snapshot().files_by_path) == [path]
+
+
+def test_killed_writer_right_after_commit_keeps_the_whole_commit_and_cleanup_keeps_its_files(
+    crash_at: CrashAt, table: Table
+) -> None:
+    writer = crash_at("committed")
+    assert writer.marker == "committed 1"
+
+    committed = sorted(_relative(table, os.path.join(writer.staging_dir, f"part-{i}.parquet")) for i in range(3))
+    assert table.version == 1
+    assert sorted(table.snapshot().files_by_path) == committed
+    assert table.find_commit(writer.txn_id) == 1
+    report = table.cleanup(grace_seconds=0)
+    # only the stray attempt file the job never added goes; every committed file stays
+    assert report.deleted == (_relative(table, os.path.join(writer.staging_dir, "attempt-0.parquet")),)
+    assert [p for p in committed if not os.path.isfile(os.path.join(table.location, p))] == []
+    info, path = _commit_one(table)
+    assert info.version == 2
+    assert sorted(table.snapshot().files_by_path) == sorted([*committed, path])
+
+
+def test_cleanup_keeps_the_staging_dir_of_a_running_transaction(table: Table) -> None:
+    tx = table.begin("insert_into")
+    f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
+
+    report = table.cleanup(grace_seconds=0)
+
+    assert report.deleted == ()
+    assert report.kept_inflight == (tx.txn_id,)
+    assert os.path.isfile(f.path)
+    tx.abort()
+
+
+# --- 2. etcd killed and restarted while a writer commits -------------------------------------------
+
+
+@dataclass
+class LoopingWriter:
+    """Commits one file after another in a thread until stopped, keeping every answer it got."""
+
+    table: Table
+    committed: list[tuple[CommitInfo, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            try:
+                self.committed.append(_commit_one(self.table, f"part-{i}.parquet"))
+            except Exception as exc:  # with etcd back within the unavailable timeout, none is expected
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            i += 1
+
+
+def _ensure_running(server: EmbeddedEtcd) -> None:
+    if not server.is_running():
+        server.restart()
+    client = etcd_client(server.host, server.client_port)
+    try:
+        client.status()  # raises unless etcd answers
+    finally:
+        client.close()
+
+
+def test_etcd_killed_and_restarted_mid_run_loses_no_committed_version(
+    etcd_server: EmbeddedEtcd, spec: CatalogSpec, table: Table, reader: Catalog
+) -> None:
+    writing = spec.open(request_timeout_seconds=2, unavailable_timeout_seconds=30)
+    writer = LoopingWriter(writing.table(table.name))
+    thread = threading.Thread(target=writer.run, name="looping-writer", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(writer.committed) >= 10, timeout_seconds=30, message="writer made no progress")
+        etcd_server.kill()
+        before_kill = len(writer.committed)
+        etcd_server.restart()
+        wait_for(
+            lambda: len(writer.committed) >= before_kill + 10,
+            timeout_seconds=60,
+            message="writer made no progress after etcd came back",
+        )
+    finally:
+        writer.stop.set()
+        thread.join(timeout=60)
+        _ensure_running(etcd_server)
+        writing.close()
+    assert not thread.is_alive()
+
+    assert writer.errors == []
+    records = committed_records(reader, table)
+    assert [r.version for r in records] == list(range(len(writer.committed) + 1))
+    by_version = {r.version: r.txn_id for r in records}
+    assert [(i.version, by_version.get(i.version)) for i, _ in writer.committed] == [
+        (i.version, i.txn_id) for i, _ in writer.committed
+    ]
+    snapshot = reader.table(table.name).snapshot()
+    assert set(snapshot.files_by_path) == {path for _, path in writer.committed}
+
+
+# --- 3. etcd unreachable ----------------------------------------------------------------------------
+
+UNAVAILABLE_TIMEOUT_SECONDS = 1.5
+
+
+def _unreachable_catalog(tmp_path: Path, endpoint: str, prefix: str = "/acidtables-test/unreachable") -> Catalog:
+    etcd = EtcdSettings((endpoint,), prefix=prefix, unavailable_timeout_seconds=UNAVAILABLE_TIMEOUT_SECONDS)
+    return Catalog(Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse")))
+
+
+@pytest.mark.parametrize("call", ["create_table", "table", "begin"])
+def test_unreachable_etcd_raises_coordinator_unavailable_within_bounded_time(
+    call: str, tmp_path: Path, catalog: Catalog, etcd_server: EmbeddedEtcd, etcd_prefix: str
+) -> None:
+    if call == "begin":
+        # a table handle taken while etcd answered, then etcd's port closes under it
+        existing = catalog.create_table("ns.gone", schema=SCHEMA)
+        with HoldingProxy(etcd_server.host, etcd_server.client_port) as proxy:
+            endpoint = proxy.endpoint
+            unreachable = _unreachable_catalog(tmp_path, endpoint, etcd_prefix)
+            handle = unreachable.table(existing.name)
+    else:
+        endpoint = f"http://127.0.0.1:{free_port()}"
+        unreachable = _unreachable_catalog(tmp_path, endpoint)
+    actions: dict[str, Callable[[], object]] = {
+        "create_table": lambda: unreachable.create_table("ns.t", schema=SCHEMA),
+        "table": lambda: unreachable.table("ns.t"),
+        "begin": lambda: handle.begin("insert_into"),
+    }
+    try:
+        started = time.monotonic()
+        with pytest.raises(CoordinatorUnavailable) as excinfo:
+            actions[call]()
+        elapsed = time.monotonic() - started
+    finally:
+        unreachable.close()
+
+    assert elapsed < 10
+    assert endpoint in str(excinfo.value)
+    assert "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS" in str(excinfo.value)
+
+
+def test_unreachable_etcd_is_retried_for_the_whole_unavailable_timeout(tmp_path: Path) -> None:
+    unreachable = _unreachable_catalog(tmp_path, f"http://127.0.0.1:{free_port()}")
+    try:
+        started = time.monotonic()
+        with pytest.raises(CoordinatorUnavailable):
+            unreachable.table("ns.t")
+        elapsed = time.monotonic() - started
+    finally:
+        unreachable.close()
+
+    # an etcd that comes back within the configured time must be waited for, as the message promises
+    assert elapsed >= UNAVAILABLE_TIMEOUT_SECONDS * 0.95
+
+
+# --- 4. the commit's answer is lost ----------------------------------------------------------------
+
+
+@pytest.fixture
+def proxy(etcd_server: EmbeddedEtcd) -> Iterator[HoldingProxy]:
+    with HoldingProxy(etcd_server.host, etcd_server.client_port) as running:
+        yield running
+
+
+def test_lost_commit_answer_is_resolved_by_txn_id_and_lands_exactly_once(
+    proxy: HoldingProxy, spec: CatalogSpec, table: Table, etcd_server: EmbeddedEtcd
+) -> None:
+    through_proxy = CatalogSpec(proxy.endpoint, spec.prefix, spec.warehouse).open(
+        request_timeout_seconds=1, unavailable_timeout_seconds=30
+    )
+    direct = etcd_client(etcd_server.host, etcd_server.client_port)
+    outcome: dict[str, object] = {}
+
+    def commit() -> None:
+        try:
+            outcome["info"] = tx.commit()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    try:
+        tx = through_proxy.table(table.name).begin("insert_into")
+        f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
+        tx.add_files([f])
+        proxy.arm()
+        committing = threading.Thread(target=commit, name="committer", daemon=True)
+        committing.start()
+        wait_for(lambda: txn_version(direct, spec.prefix, table.table_id, tx.txn_id) is not None, timeout_seconds=10)
+        # the client gave up on the held answer and is looking its txn id up on a new connection
+        wait_for(lambda: proxy.accepted >= 2, timeout_seconds=10)
+        proxy.disarm()
+        committing.join(timeout=30)
+        assert not committing.is_alive()
+    finally:
+        proxy.disarm()
+        through_proxy.close()
+
+    try:
+        assert "error" not in outcome, outcome.get("error")
+        info = outcome["info"]
+        assert isinstance(info, CommitInfo)
+        assert (info.version, info.txn_id) == (1, tx.txn_id)
+        assert table.find_commit(tx.txn_id) == 1
+        assert log_versions(direct, spec.prefix, table.table_id) == [0, 1]
+        assert head_version(direct, spec.prefix, table.table_id) == 1
+        assert inflight_txns(direct, spec.prefix, table.table_id) == []
+    finally:
+        direct.close()
+    assert list(table.snapshot().files_by_path) == [_relative(table, f.path)]
+    assert os.path.isfile(f.path)
+
+
+def test_commit_with_etcd_unreachable_after_sending_raises_outcome_unknown_and_keeps_staged_files(
+    proxy: HoldingProxy, spec: CatalogSpec, table: Table
+) -> None:
+    through_proxy = CatalogSpec(proxy.endpoint, spec.prefix, spec.warehouse).open(
+        request_timeout_seconds=1, unavailable_timeout_seconds=2
+    )
+    try:
+        proxied_table = through_proxy.table(table.name)
+        tx = proxied_table.begin("insert_into")
+        f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
+        tx.add_files([f])
+        proxy.arm()
+        with pytest.raises(CommitOutcomeUnknown) as excinfo:
+            tx.commit()
+        assert excinfo.value.txn_id == tx.txn_id
+        assert f"find_commit({tx.txn_id!r})" in str(excinfo.value)
+        assert os.path.isfile(f.path)
+
+        proxy.disarm()
+
+        # the request did reach etcd, so once the network heals the lookup finds it committed
+        assert proxied_table.find_commit(tx.txn_id) == 1
+    finally:
+        proxy.disarm()
+        through_proxy.close()
+    assert list(table.snapshot().files_by_path) == [_relative(table, f.path)]
+
+
+# --- 5. TLS and user/password ----------------------------------------------------------------------
+
+USER, PASSWORD = "root", "rootpw"
+
+
+@pytest.fixture(scope="module")
+def tls_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedEtcd, Path]]:
+    directory = tmp_path_factory.mktemp("tls-etcd")
+    tls = make_tls_files(directory / "certs")
+    with EmbeddedEtcd(directory / "etcd", tls=tls) as server:
+        yield server, tls.ca_file
+
+
+@pytest.fixture(scope="module")
+def auth_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedEtcd]:
+    directory = tmp_path_factory.mktemp("auth-etcd")
+    with EmbeddedEtcd(directory / "etcd") as server:
+        enable_auth(server, USER, PASSWORD)
+        yield server
+
+
+def _secured_catalog(endpoint: str, prefix: str, warehouse: Path, **etcd: str) -> Catalog:
+    settings = EtcdSettings((endpoint,), prefix=prefix, unavailable_timeout_seconds=3, **etcd)  # type: ignore[arg-type]
+    return Catalog(Settings(etcd=settings, warehouse=str(warehouse)))
+
+
+def _commit_and_read_back(endpoint: str, prefix: str, warehouse: Path, **etcd: str) -> None:
+    """Commit through one catalog, read the file back through another."""
+    with (
+        _secured_catalog(endpoint, prefix, warehouse, **etcd) as writing,
+        _secured_catalog(endpoint, prefix, warehouse, **etcd) as reading,
+    ):
+        table = writing.create_table("ns.secure", schema=SCHEMA, partition_by=["dt"])
+        info, path = _commit_one(table)
+        assert info.version == 1
+        assert list(reading.table("ns.secure").snapshot().files_by_path) == [path]
+
+
+def test_catalog_over_tls_commits_and_reads(
+    tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path
+) -> None:
+    server, ca_file = tls_etcd
+    assert server.endpoint.startswith("https://")
+
+    _commit_and_read_back(server.endpoint, etcd_prefix, tmp_path, ca_file=str(ca_file))
+
+
+def test_catalog_with_user_and_password_over_tls_commits_and_reads(etcd_prefix: str, tmp_path: Path) -> None:
+    tls = make_tls_files(tmp_path / "certs")
+    with EmbeddedEtcd(tmp_path / "etcd", tls=tls) as server:
+        enable_auth(server, USER, PASSWORD, ca_file=tls.ca_file)
+
+        _commit_and_read_back(
+            server.endpoint, etcd_prefix, tmp_path, ca_file=str(tls.ca_file), user=USER, password=PASSWORD
+        )
+
+
+def test_catalog_with_user_and_password_over_plain_http_commits_and_reads(
+    auth_etcd: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
+) -> None:
+    # in a process of its own: a catalog that spins on the auth error is killed at the deadline
+    command = [sys.executable, "-m", "helpers.round_trip", auth_etcd.endpoint, etcd_prefix, str(tmp_path), USER]
+    try:
+        done = subprocess.run(
+            [*command, PASSWORD], env=_with_helpers_on_path(), capture_output=True, text=True, timeout=15
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a catalog with user/password over http did not commit within 15 s (it kept retrying)")
+
+    assert (done.returncode, done.stdout) == (0, "committed 1 1\n"), done.stderr[-2000:]
+
+
+def test_wrong_etcd_password_is_a_configuration_error_naming_the_setting(
+    auth_etcd: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
+) -> None:
+    with (
+        _secured_catalog(auth_etcd.endpoint, etcd_prefix, tmp_path, user=USER, password="wrong") as catalog,
+        pytest.raises(ConfigurationError, match="ACIDTABLES_ETCD_USER"),
+    ):
+        catalog.create_table("ns.t", schema=SCHEMA)
+
+
+def test_missing_etcd_credentials_on_an_auth_enabled_etcd_is_a_configuration_error(
+    auth_etcd: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
+) -> None:
+    with (
+        _secured_catalog(auth_etcd.endpoint, etcd_prefix, tmp_path) as catalog,
+        pytest.raises(ConfigurationError, match="ACIDTABLES_ETCD_USER"),
+    ):
+        catalog.create_table("ns.t", schema=SCHEMA)
+
+
+# --- 6. the end of a transaction -------------------------------------------------------------------
+
+
+def test_abort_deletes_staged_files_and_the_inflight_registration(
+    table: Table, spec: CatalogSpec, etcd_server: EmbeddedEtcd
+) -> None:
+    tx = table.begin("insert_into")
+    f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
+    tx.add_files([f])
+    client = etcd_client(etcd_server.host, etcd_server.client_port)
+    try:
+        assert inflight_txns(client, spec.prefix, table.table_id) == [tx.txn_id]
+
+        tx.abort()
+
+        assert inflight_txns(client, spec.prefix, table.table_id) == []
+        assert txn_version(client, spec.prefix, table.table_id, tx.txn_id) is None
+    finally:
+        client.close()
+    assert not os.path.exists(f.path)
+    assert not os.path.exists(tx.staging_dir)
+    assert table.version == 0
+
+
+@pytest.mark.parametrize("method", ["commit", "add_files", "remove_files", "scan", "record_read"])
+def test_transaction_used_after_commit_raises_transaction_closed(method: str, table: Table) -> None:
+    tx = table.begin("insert_into")
+    f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
+    tx.add_files([f])
+    tx.commit()
+    calls: dict[str, Callable[[], object]] = {
+        "commit": lambda: tx.commit(),
+        "add_files": lambda: tx.add_files([write_part(tx.staging_dir, "part-1.parquet", {"dt": "a"})]),
+        "remove_files": lambda: tx.remove_files([f.path]),
+        "scan": lambda: tx.scan("dt = 'a'"),
+        "record_read": lambda: tx.record_read(predicate="dt = 'a'"),
+    }
+
+    with pytest.raises(TransactionClosedError, match=f"{method}\\(\\).*already committed"):
+        calls[method]()
+
+    assert table.version == 1

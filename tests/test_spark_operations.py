@@ -343,3 +343,27 @@ def test_primary_key_table_reads_the_same_after_minor_and_major_compaction(
     t.compact("major", target_file_bytes=1 << 20)
     assert rows(t.read()) == expected
     assert all(f.kind == "base" for f in t.table.snapshot().files)
+
+
+def test_partition_filters_and_statistics_prune_files_before_spark_reads(spark: SparkSession, catalog: Catalog) -> None:
+    t = make(spark, catalog, "cow")
+    t.insert_into(spark.createDataFrame([(1000 + i, "2026-11-01", 500.0) for i in range(3)], SCHEMA))
+    everything = set(t.read().inputFiles())
+    by_partition = set(t.read(where="dt = '2026-11-02'").inputFiles())
+    by_stats = t.read(where="amount >= 500")
+    assert by_partition and by_partition < everything
+    assert all("dt=2026-11-02" in f for f in by_partition)
+    # only the files of that insert reach amount 500; the base data's max is 6
+    added = {f.path.rsplit("/", 1)[-1] for f in t.table.commits(2, 2)[0].adds}
+    assert {f.rsplit("/", 1)[-1] for f in by_stats.inputFiles()} == added
+    assert rows(by_stats) == [(1000 + i, "2026-11-01", 500.0) for i in range(3)]
+
+
+def test_partition_values_that_need_escaping_and_nulls_round_trip(spark: SparkSession, catalog: Catalog) -> None:
+    table = catalog.create_table("shop.odd", schema=SCHEMA, partition_by=["dt"])
+    t = SparkTable(spark, table)
+    odd = [(1, "a/b=c%d e", 1.0), (2, None, 2.0), (3, "ü ñ", 3.0)]
+    t.insert_into(spark.createDataFrame(odd, SCHEMA))
+    assert sorted(f.partition["dt"] or "" for f in table.snapshot().files) == ["", "a/b=c%d e", "ü ñ"]
+    assert sorted(tuple(r) for r in t.read().collect()) == sorted(odd, key=lambda r: r[0])
+    assert [tuple(r) for r in t.read(where="dt IS NULL").collect()] == [(2, None, 2.0)]

@@ -22,7 +22,7 @@ test: install
 	$(PYTHON) -m pytest -m "not e2e" -q
 
 lint: install
-	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

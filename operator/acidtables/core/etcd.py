@@ -283,20 +283,12 @@ class Coordinator:
             raise LookupError(f"table {table_id} has no head")
         return HeadState(json.loads(value), meta.mod_revision)
 
-    def read_log(
-        self,
-        table_id: str,
-        after: int,
-        upto: int | None = None,
-        *,
-        limit: int | None = None,
-        newest_first: bool = False,
-    ) -> list[dict[str, Any]]:
-        """Log entries with after < version <= upto (all newer ones when upto is None), in one range read;
-        oldest first unless `newest_first` (then `limit` keeps the newest)."""
+    def read_log(self, table_id: str, after: int, upto: int | None = None) -> list[dict[str, Any]]:
+        """Log entries with after < version <= upto (all newer ones when upto is None), oldest first, in
+        one range read. The key range itself is bounded: etcd 3.5 reads every key of a range it is asked
+        to sort, whatever the limit, so readers never ask for "newest first, limit n"."""
         start, end = self._log_range(table_id, after, upto)
-        order = "descend" if newest_first else "ascend"
-        values = self._call("a log read", lambda c: list(c.get_range(start, end, sort_order=order, limit=limit)))
+        values = self._call("a log read", lambda c: list(c.get_range(start, end)))
         return [json.loads(v) for v, _ in values]
 
     def iter_log_keys(self, table_id: str) -> Iterator[int]:
@@ -365,14 +357,35 @@ class Coordinator:
         return int(value) if value is not None else None
 
     def version_at_time(self, table_id: str, time_us: int) -> tuple[int, int] | None:
-        """The newest data commit at or before `time_us`: (time version, ID version)."""
-        start = self._key(table_id, "times", _pad(0))
+        """The newest data commit at or before `time_us`: (time version, ID version).
+
+        etcd 3.5 ignores `limit` on a sorted range (it reads and sorts every key in it), so a
+        newest-first read of the whole time index costs one key per data commit ever made. Instead read
+        unsorted (ascending key order) windows ending at `time_us`, each 8 times wider than the last,
+        starting at one second. At or after the newest data commit (the usual "as of now"), the head
+        names it, and one more read gives its ID version."""
+        head = self.read_head(table_id)
+        newest = head.value.get("time_version")
+        if newest is not None and time_us >= int(newest):
+            newest_key = self._key(table_id, "times", _pad(int(newest)))
+            value, _ = self._call("a time lookup", lambda c: c.get(newest_key))
+            if value is not None:
+                return int(newest), int(value)
         end = self._key(table_id, "times", _pad(time_us + 1))
-        values = self._call("a time lookup", lambda c: list(c.get_range(start, end, sort_order="descend", limit=1)))
-        if not values:
-            return None
-        value, meta = values[0]
-        return int(meta.key.decode().rsplit("/", 1)[1]), int(value)
+        width = 1_000_000
+        while True:
+            low = max(0, time_us + 1 - width)
+            values = self._time_window(table_id, low, end)
+            if values:
+                value, meta = values[-1]
+                return int(meta.key.decode().rsplit("/", 1)[1]), int(value)
+            if low == 0:
+                return None
+            width *= 8
+
+    def _time_window(self, table_id: str, low_us: int, end: str) -> list[tuple[bytes, Any]]:
+        start = self._key(table_id, "times", _pad(low_us))
+        return self._call("a time lookup", lambda c: list(c.get_range(start, end)))
 
     def versions_between_times(self, table_id: str, start_us: int, end_us: int) -> list[tuple[int, int]]:
         """Data commits with start_us <= time version <= end_us: (time version, ID version) pairs."""
@@ -387,9 +400,21 @@ class Coordinator:
         key = self._key(table_id, "checkpoints", _pad(version))
         self._call("a checkpoint registration", lambda c: c.put(key, path.encode()))
 
-    def checkpoint_at_or_before(self, table_id: str, version: int) -> tuple[int, str] | None:
-        start = self._key(table_id, "checkpoints", _pad(0))
+    def checkpoint_at_or_before(
+        self, table_id: str, version: int, *, within: int | None = None
+    ) -> tuple[int, str] | None:
+        """The newest checkpoint at or before `version`. With `within`, look among the versions
+        (version - within, version] first: etcd 3.5 ignores `limit` on a sorted range (it reads every
+        key of the range, sorts, then truncates), so the unbounded newest-first read costs one key per
+        checkpoint the table ever wrote. An unsorted range comes back in ascending key order anyway."""
         end = self._key(table_id, "checkpoints", _pad(version + 1))
+        if within is not None:
+            near = self._key(table_id, "checkpoints", _pad(max(0, version - within + 1)))
+            values = self._call("a checkpoint lookup", lambda c: list(c.get_range(near, end)))
+            if values:
+                value, meta = values[-1]
+                return int(meta.key.decode().rsplit("/", 1)[1]), value.decode()
+        start = self._key(table_id, "checkpoints", _pad(0))
         values = self._call(
             "a checkpoint lookup", lambda c: list(c.get_range(start, end, sort_order="descend", limit=1))
         )

@@ -100,7 +100,7 @@ class SnapshotCache:
         if base is not None and base.version == version:
             return base
         if base is None or version - base.version > interval:
-            checkpoint = coordinator.checkpoint_at_or_before(table_id, version)
+            checkpoint = coordinator.checkpoint_at_or_before(table_id, version, within=2 * interval)
             if checkpoint is not None and (base is None or checkpoint[0] > base.version):
                 base = self._read_checkpoint(location, checkpoint[1]) or base
         entries = coordinator.read_log(table_id, base.version if base else -1, version)

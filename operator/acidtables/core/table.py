@@ -152,7 +152,10 @@ class Table:
 
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:
         time_us = to_time_us(timestamp, argument="timestamp", method=method)
-        found = self._coordinator.version_at_time(self.table_id, time_us)
+        try:
+            found = self._coordinator.version_at_time(self.table_id, time_us)
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
         if found is None:
             raise VersionNotFoundError(
                 f"{self.name} has no data commit at or before {to_datetime(time_us)}; time travel reaches back "
@@ -219,7 +222,11 @@ class Table:
         """Commits newest first; `limit` reads only that many log entries."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise InvalidArgumentError(f"history(): limit must be a positive int, found {limit!r}")
-        entries = self._coordinator.read_log(self.table_id, -1, None, limit=limit, newest_first=True)
+        # A version range, not a newest-first read with a limit: etcd 3.5 reads and sorts every key of a
+        # sorted range before applying the limit, which would make history(limit=10) read the whole log.
+        head_version, _ = self._head()
+        after = -1 if limit is None else max(-1, head_version - limit)
+        entries = self._coordinator.read_log(self.table_id, after, head_version)[::-1]
         out = []
         for entry in entries:
             r = self._services.decode_log_entry(self.location, entry)

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import urllib.request
 from pathlib import Path
 
 import pyetcd
 import pytest
+from tests.helpers.servers import make_tls_files
 
-from acidtables.core.embedded import EmbeddedEtcd, EtcdNotFound, TlsFiles, find_etcd_binary, free_port
+from acidtables.core.embedded import EmbeddedEtcd, EtcdNotFound, find_etcd_binary, free_port
 from acidtables.core.waiting import wait_for
 
 
@@ -102,26 +101,8 @@ def test_start_refuses_a_port_already_served(etcd_server: EmbeddedEtcd, tmp_path
     assert not server.is_running()
 
 
-def _make_tls_files(directory: Path) -> TlsFiles:
-    """A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl CLI not installed")
-    # EC keys: generating them is near-instant, unlike RSA.
-    ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    steps = [
-        f"req -x509 {ec} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
-        f"req {ec} -keyout server.key -out server.csr -subj /CN=127.0.0.1",
-        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf",
-    ]
-    for step in steps:
-        subprocess.run([openssl, *step.split()], cwd=directory, check=True, capture_output=True)
-    return TlsFiles(ca_file=directory / "ca.pem", cert_file=directory / "server.pem", key_file=directory / "server.key")
-
-
 def test_tls_serves_https_without_client_certificates(tmp_path: Path, etcd_prefix: str) -> None:
-    tls = _make_tls_files(tmp_path)
+    tls = make_tls_files(tmp_path)
     with EmbeddedEtcd(tmp_path / "etcd", tls=tls) as server:
         assert server.endpoint == f"https://127.0.0.1:{server.client_port}"
         client = pyetcd.client(server.host, server.client_port, ca_cert=str(tls.ca_file))

@@ -236,6 +236,23 @@ class ScenarioResult:
         }
 
 
+SCENARIO_COLUMNS = ("POLICY", "EARLIER (E)", "LATER (L)", "PARTITIONS", "OUTCOME")
+
+
+def scenario_rows(results: Sequence[ScenarioResult]) -> list[tuple[str, str, str, str, str]]:
+    """One line per pair, for the SCENARIO_COLUMNS table both demos print."""
+    return [
+        (
+            r.policy.label,
+            r.scenario.earlier.operation.display,
+            r.scenario.later.operation.display,
+            r.scenario.partitions,
+            r.summary,
+        )
+        for r in results
+    ]
+
+
 @dataclass(frozen=True)
 class SnapshotView:
     label: str
@@ -328,21 +345,12 @@ class DemoResult:
         return {"scenarios": [s.to_json() for s in self.scenarios], "time_travel": self.time_travel.to_json()}
 
     def to_text(self) -> str:
-        rows = [
-            (
-                r.policy.label,
-                r.scenario.earlier.operation.display,
-                r.scenario.later.operation.display,
-                r.scenario.partitions,
-                r.summary,
-            )
-            for r in self.scenarios
-        ]
+        rows = scenario_rows(self.scenarios)
         return "\n".join(
             [
                 "Each pair overlaps: E begins, L begins, both stage a file, E commits, then L commits.",
                 "",
-                table(("POLICY", "EARLIER (E)", "LATER (L)", "PARTITIONS", "OUTCOME"), rows),
+                table(SCENARIO_COLUMNS, rows),
                 "",
                 self.time_travel.to_text(),
             ]

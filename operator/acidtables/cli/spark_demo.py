@@ -20,7 +20,7 @@ from acidtables.core.errors import ConcurrentModificationException
 from acidtables.core.operations import Operation
 from acidtables.spark import Prepared, SparkTable, local_session
 
-from .demo import POLICIES, Job, PolicySpec, Scenario, ScenarioResult
+from .demo import POLICIES, SCENARIO_COLUMNS, Job, PolicySpec, Scenario, ScenarioResult, scenario_rows
 from .output import table
 
 SCHEMA = "id BIGINT, v STRING, dt STRING"
@@ -81,23 +81,14 @@ class SparkDemoResult:
         }
 
     def to_text(self) -> str:
-        rows = [
-            (
-                r.policy.label,
-                r.scenario.earlier.operation.display,
-                r.scenario.later.operation.display,
-                r.scenario.partitions,
-                r.summary,
-            )
-            for r in self.scenarios
-        ]
+        rows = scenario_rows(self.scenarios)
         c = self.compaction
         travel = self.time_travel
         return "\n".join(
             [
                 "Each pair overlaps: E and L both run their Spark job (staged, not visible), E commits, then L.",
                 "",
-                table(("POLICY", "EARLIER (E)", "LATER (L)", "PARTITIONS", "OUTCOME"), rows),
+                table(SCENARIO_COLUMNS, rows),
                 "",
                 f"Automatic-style compaction of {c.table}: {c.small_files_before} small files (threshold "
                 f"{SMALL_FILES_THRESHOLD}) -> {c.groups_committed} group(s) committed, files {c.files_before} -> "

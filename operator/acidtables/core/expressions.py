@@ -439,6 +439,11 @@ def parse_predicate(text: str, columns: Sequence[str]) -> Expr | None:
         pass
     # Drop the AND-ed parts it cannot read: a conjunction of fewer parts selects more rows, so the read
     # set only widens (safe), and `dt = 'b' AND id % 2 = 0` still narrows to partition b.
+    return _readable_conjuncts(text, column_of)
+
+
+def _readable_conjuncts(text: str, column_of: Callable[[str], str | None]) -> Expr | None:
+    """The AND of the top-level conjuncts the parser understands; None if it understands none."""
     kept = []
     for part in split_conjuncts(text):
         try:
@@ -493,12 +498,4 @@ def parse_target_predicate(condition: str, columns: Sequence[str], alias: str) -
             return None
         return by_lower.get(lowered[len(prefix) :])
 
-    kept = []
-    for part in split_conjuncts(condition):
-        try:
-            kept.append(_Parser(part, column_of).parse())
-        except _Unsupported:
-            continue
-    if not kept:
-        return None
-    return kept[0] if len(kept) == 1 else And(tuple(kept))
+    return _readable_conjuncts(condition, column_of)

@@ -10,6 +10,7 @@ log"). Primary-key tables are merge-on-read: the newest row per key wins and tom
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import re
@@ -28,7 +29,7 @@ from acidtables.core.records import ColumnStats, DataFile, TableMetadata
 from acidtables.core.storage import Storage
 from acidtables.core.transaction import Transaction
 
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, file_struct, table_struct, typed_partition_value
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct, typed_partition_value
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +146,10 @@ def read_files(
     With `keep_helpers`, rows keep their file name, row position and the version that added the file
     (and the merge-on-read columns of primary-key tables), which updates and compactions need.
     """
+    if not keep_helpers and files and not any(f.deletion_vector for f in files):
+        fast = _read_by_partition(spark, meta, storage, files)
+        if fast is not None:
+            return fast
     if not files:
         helpers = StructType([StructField(FILE, StringType()), StructField(ROW, LongType())])
         df = spark.createDataFrame([], StructType([*file_struct(meta).fields, *helpers.fields]))
@@ -161,6 +166,35 @@ def read_files(
         extra = [FILE, ROW, VERSION] + ([OP_COLUMN, SEQ_COLUMN] if meta.primary_key else [])
         return df.select(*columns, *extra)
     return df.select(*columns)
+
+
+#: above this many partitions a read joins partition values per row instead of one scan per partition
+MAX_PARTITION_SCANS = 64
+
+
+def _read_by_partition(
+    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile]
+) -> DataFrame | None:
+    """One scan per partition with its values as literals: no per-row file-path decoding or join.
+
+    Used when a read needs nothing per file but the partition values (no deletion vectors, no
+    helper columns), which is every read of a compacted table; None when there are too many
+    partitions for a union of scans to plan quickly.
+    """
+    groups: dict[tuple[Any, ...], list[DataFile]] = {}
+    for f in files:
+        groups.setdefault(tuple(f.partition.get(c) for c in meta.partition_by), []).append(f)
+    if len(groups) > MAX_PARTITION_SCANS:
+        return None
+    types = {c.name: spark_type(c.type) for c in meta.columns}
+    columns = [c.name for c in meta.columns]
+    scans = []
+    for values, members in groups.items():
+        scan = spark.read.schema(file_struct(meta)).parquet(*[storage.absolute(f.path) for f in members])
+        for column, value in zip(meta.partition_by, values, strict=True):
+            scan = scan.withColumn(column, F.lit(value).cast(types[column]))
+        scans.append(scan.select(*columns))
+    return functools.reduce(DataFrame.unionByName, scans)
 
 
 def merge_on_read(df: DataFrame, meta: TableMetadata) -> DataFrame:
@@ -182,6 +216,9 @@ def read_snapshot_rows(
     (major-compacted: one live row per key), where the window is skipped."""
     if not meta.primary_key:
         return read_files(spark, meta, storage, files, keep_helpers=keep_helpers)
+    if all(f.kind == "base" for f in files) and not keep_helpers:
+        # major-compacted: one live row per key already, so no merge and no helper columns
+        return read_files(spark, meta, storage, files)
     raw = read_files(spark, meta, storage, files, keep_helpers=True)
     live = raw if all(f.kind == "base" for f in files) else merge_on_read(raw, meta)
     if keep_helpers:

@@ -128,7 +128,9 @@ def file_key(storage: Storage, file: DataFile) -> str:
 
 
 def _file_column() -> Column:
-    return F.regexp_replace(F.expr("url_decode(_metadata.file_path)"), r"^file:(//)?", "")
+    # Spark leaves '+' literal in file paths, but url_decode reads it as a space: escape it first, or
+    # rows of a partition like dt='a+b' would match no file and silently drop out
+    return F.regexp_replace(F.expr("url_decode(replace(_metadata.file_path, '+', '%2B'))"), r"^file:(//)?", "")
 
 
 def _mapping(spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile]) -> DataFrame:

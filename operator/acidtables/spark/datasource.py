@@ -17,6 +17,7 @@ for code that wants `format("acidtables")`.
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,9 +49,17 @@ from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, spark_t
 FORMAT = "acidtables"
 
 
+_registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+
+
 def register(spark: SparkSession) -> None:
-    """Make `format("acidtables")` available in this session (SparkTable and local_session do it)."""
+    """Make `format("acidtables")` available in this session (SparkTable and local_session do it).
+
+    Once per session: Spark logs a warning each time a data source name is registered again."""
+    if spark in _registered:
+        return
     spark.dataSource.register(AcidTablesDataSource)
+    _registered.add(spark)
 
 
 def catalog_from_options(options: Mapping[str, str]) -> Catalog:

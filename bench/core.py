@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import queue
 import statistics
 import sys
@@ -533,9 +532,7 @@ def run(*, quick: bool = False, only: Sequence[str] = BENCHMARKS, results_dir: P
             bench_contention(env, sizes, report, serial_rate)
         if "snapshot" in only:
             bench_snapshot(env, sizes, report)
-    report.machine["load_average_at_end"] = list(os.getloadavg())
-    report.finished_at = now_iso()
-    if results_dir is not None:
-        path = report.write_json(results_dir)
+    path = report.finish(results_dir)
+    if path is not None:
         log(f"results written to {path}")
     return report

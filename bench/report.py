@@ -90,6 +90,12 @@ class Report:
         path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
         return path
 
+    def finish(self, results_dir: Path | None) -> Path | None:
+        """Stamp the end of the run (time, load) and write the JSON if asked; every suite ends so."""
+        self.machine["load_average_at_end"] = list(os.getloadavg())
+        self.finished_at = now_iso()
+        return self.write_json(results_dir) if results_dir is not None else None
+
     def render(self) -> str:
         rows = [("benchmark", "figure", "value", "vs baseline", "goal")]
         for f in self.figures:

@@ -21,7 +21,6 @@ before anything is timed, so Spark's generation is never part of a figure:
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 import uuid
@@ -695,9 +694,7 @@ def run(*, quick: bool = False, only: Sequence[str] = BENCHMARKS, results_dir: P
                 bench_retry(bench)
         finally:
             catalog.close()
-    report.machine["load_average_at_end"] = list(os.getloadavg())
-    report.finished_at = now_iso()
-    if results_dir is not None:
-        path = report.write_json(results_dir)
+    path = report.finish(results_dir)
+    if path is not None:
         log(f"results written to {path}")
     return report

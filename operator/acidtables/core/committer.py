@@ -172,20 +172,21 @@ class Committer:
     def _decode(self, entry: dict[str, Any]) -> CommitRecord:
         return self.services.decode_log_entry(self.meta.location, entry)
 
-    def _log_entry(self, record: CommitRecord, attempt: int) -> dict[str, Any]:
-        """The record itself, or (when large) a pointer to an immutable commit file written first."""
-        data = record.to_json()
-        encoded = json.dumps(data, separators=(",", ":")).encode()
+    def _log_entry(self, record: CommitRecord, attempt: int) -> bytes:
+        """The encoded log entry: the record itself, or (when large) a pointer to an immutable commit file
+        written first. Encoded once here; etcd gets these bytes."""
+        encoded = json.dumps(record.to_json(), separators=(",", ":")).encode()
         if len(encoded) <= self.settings.inline_record_max_bytes:
-            return data
+            return encoded
         path = self.storage.commit_file(record.txn_id, attempt)
         self.storage.write_exclusive(path, encoded)
-        return {
+        pointer = {
             "version": record.version,
             "txn_id": record.txn_id,
             "operation": record.operation.value,
             "commit_file": path,
         }
+        return json.dumps(pointer, separators=(",", ":")).encode()
 
     def _already_applied(self, intent: CommitRecord) -> CommitInfo | None:
         """D-27: a write whose (app id, version) the table already has is skipped as already applied."""

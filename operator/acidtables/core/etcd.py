@@ -23,7 +23,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -291,19 +291,13 @@ class Coordinator:
         values = self._call("a log read", lambda c: list(c.get_range(start, end)))
         return [json.loads(v) for v, _ in values]
 
-    def iter_log_keys(self, table_id: str) -> Iterator[int]:
-        start, end = self._log_range(table_id, -1, None)
-        values = self._call("a log listing", lambda c: list(c.get_range(start, end, keys_only=True)))
-        for _, meta in values:
-            yield int(meta.key.decode().rsplit("/", 1)[1])
-
     def compare_and_swap(
         self,
         table_id: str,
         expected_head_revision: int,
         read_after: int,
         version: int,
-        record: dict[str, Any],
+        entry: bytes,
         head: dict[str, Any],
         txn_id: str,
         time_version: int | None,
@@ -312,7 +306,7 @@ class Coordinator:
         the time index in one etcd transaction. Raises CommitAnswerLost when the answer did not come."""
         client = self.client
         puts = [
-            ops.Put(self.log_key(table_id, version), _dumps(record)),
+            ops.Put(self.log_key(table_id, version), entry),
             ops.Put(self.head_key(table_id), _dumps(head)),
             ops.Put(self._key(table_id, "txns", txn_id), str(version).encode()),
             # the transaction is no longer in flight the moment it commits: same round trip
@@ -467,11 +461,6 @@ class Coordinator:
             raise LookupError(f"table {table_id} has no head")
         return HeadState(json.loads(kvs[0][0]), kvs[0][1].mod_revision)
 
-    def register_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> None:
-        lease = self._process_lease(ttl)
-        key = self._key(table_id, "inflight", txn_id)
-        self._call("an in-flight registration", lambda c: c.put(key, _dumps(info), lease=lease))
-
     def unregister_inflight(self, table_id: str, txn_id: str) -> None:
         key = self._key(table_id, "inflight", txn_id)
         self._call("an in-flight removal", lambda c: c.delete(key))
@@ -496,8 +485,4 @@ class Coordinator:
         return [json.loads(v) for v, _ in values]
 
 
-def encode(data: Any) -> bytes:
-    return _dumps(data)
-
-
-__all__: Sequence[str] = ["CasResult", "CommitAnswerLost", "Coordinator", "HeadState", "encode"]
+__all__: Sequence[str] = ["CasResult", "CommitAnswerLost", "Coordinator", "HeadState"]

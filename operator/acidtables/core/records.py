@@ -9,7 +9,7 @@ etcd, commit files and checkpoints; `from_json(to_json(x)) == x` for every recor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,10 +18,6 @@ from .expressions import ColumnBounds, Expr, Literal, expr_from_json
 from .operations import IsolationLevel, OpClass, Operation, Policy
 
 FORMAT_VERSION = 1
-
-
-def _frozen_mapping(data: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(data or {})
 
 
 @dataclass(frozen=True)
@@ -431,7 +427,3 @@ class Head:
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Head:
         return Head(int(data["version"]), data.get("time_version"), data["txn_id"])
-
-
-def paths_of(files: Iterable[DataFile]) -> frozenset[str]:
-    return frozenset(f.path for f in files)

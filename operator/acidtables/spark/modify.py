@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables.core.errors import InvalidArgumentError
@@ -172,7 +172,3 @@ def _validate(spark: SparkSession, meta: TableMetadata, condition: str, method: 
         raise InvalidArgumentError(
             f"{method}(): condition {condition!r} is not valid for {meta.name}: {first}"
         ) from None
-
-
-def frame_columns(df: DataFrame) -> list[str]:
-    return list(df.columns)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -141,7 +140,3 @@ def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> 
     if type_ == "BOOLEAN":
         return raw.lower() == "true"
     return raw
-
-
-def literal_type_check(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)

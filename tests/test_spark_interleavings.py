@@ -21,6 +21,7 @@ from acidtables.errors import (
     TransactionConflictException,
 )
 from acidtables.spark import Prepared, SparkTable
+from acidtables.spark.compaction import commit_group, staged_groups
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
 _n = itertools.count()
@@ -287,3 +288,41 @@ def test_a_commit_after_alter_fails_with_metadata_changed(spark: SparkSession, c
     with pytest.raises(MetadataChangedException):
         pending.commit()
     assert (90, "a", 1.0) not in rows(t)
+
+
+def test_compaction_groups_commit_one_by_one_and_a_losing_group_is_skipped(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    """Partial progress: each group is its own transaction. A group that loses to a concurrent UPDATE
+    is skipped and leaves nothing; a group whose files changed after planning is not even staged; a
+    group next to a concurrent append commits, and the append keeps its row (the seeds: both succeed)."""
+    table = catalog.create_table(f"jobs.t{next(_n)}", schema=SCHEMA, partition_by=["dt"])
+    t = SparkTable(spark, table)
+    for start in (0, 10):
+        t.insert_into(spark.createDataFrame([(start + i, dt, float(i)) for i, dt in enumerate("abc")], SCHEMA))
+    groups = staged_groups(spark, table, "major", target_file_bytes=1 << 20)
+    first = next(groups)  # plans all three partitions, stages a's group; nothing committed yet
+    assert first.summary["partition"] == {"dt": "a"}
+    t.update("dt = 'a'", {"amount": "amount + 100"})  # wins over the staged group of a
+    t.insert_into(spark.createDataFrame([(20, "b", 9.0)], SCHEMA))  # an append next to b's group
+    t.update("dt = 'c'", {"amount": "-1"})  # changes c's files after the plan was made
+
+    assert commit_group(table, first) is None
+    assert not table.storage.exists(table.storage.staging_dir(first.transaction.txn_id))
+    rest = [commit_group(table, g) for g in groups]
+    assert len(rest) == 1 and rest[0] is not None  # b's group; c's was never staged
+    assert table.history(limit=1)[0].version == rest[0].version == table.version
+
+    assert rows(t) == [
+        (0, "a", 100.0),
+        (1, "b", 1.0),
+        (2, "c", -1.0),
+        (10, "a", 100.0),
+        (11, "b", 1.0),
+        (12, "c", -1.0),
+        (20, "b", 9.0),
+    ]
+    files = table.snapshot().files
+    b_files = [f for f in files if f.partition["dt"] == "b"]
+    assert len(b_files) == 2 and len([f for f in b_files if f.lineage]) == 1  # b's two files now one, + the append
+    assert not any(f.lineage for f in files if f.partition["dt"] in ("a", "c"))

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables import Catalog
+from acidtables.core.storage import txn_of_staging_dir
 from acidtables.errors import InvalidArgumentError
 from acidtables.spark import Prepared, SparkTable
 
@@ -260,7 +261,8 @@ def test_a_failing_job_leaves_no_visible_data_and_no_staged_files(spark: SparkSe
     assert t.table.version == 1
     assert t.table.cleanup(grace_seconds=0).deleted == ()  # abort already removed the staging dir
     assert not t.table.storage.list_dir("data") or all(
-        e.path.rsplit("/", 1)[-1] in {h.txn_id for h in t.table.history()} for e in t.table.storage.list_dir("data")
+        txn_of_staging_dir(e.path.rsplit("/", 1)[-1]) in {h.txn_id for h in t.table.history()}
+        for e in t.table.storage.list_dir("data")
     )
 
 

@@ -20,6 +20,16 @@ from urllib.parse import urlsplit
 
 METADATA_DIR = "_acidtables"
 DATA_DIR = "data"
+#: A transaction's data files live under data/_acid_txn=<txn id>/. A `name=value` directory, because
+#: Hive-style partition discovery (Spark's, for one) walks up from a file through such directories and
+#: takes the first other one as the table's root: so every staged file of a table shares one root,
+#: data/, and a reader can scan them all at once (acidtables.spark.scan).
+STAGING_PREFIX = "_acid_txn="
+
+
+def txn_of_staging_dir(name: str) -> str:
+    """The txn id a directory under data/ belongs to."""
+    return name.removeprefix(STAGING_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,7 @@ class Storage:
 
     def staging_dir(self, txn_id: str) -> str:
         """Where a transaction writes its data files: one directory per transaction, never shared."""
-        return f"{DATA_DIR}/{txn_id}"
+        return f"{DATA_DIR}/{STAGING_PREFIX}{txn_id}"
 
     def commit_file(self, txn_id: str, attempt: int) -> str:
         return f"{METADATA_DIR}/commits/{txn_id}-{attempt}.json"

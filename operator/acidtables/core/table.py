@@ -19,7 +19,7 @@ from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata
 from .services import Services
 from .snapshot import Snapshot
-from .storage import DATA_DIR, METADATA_DIR, Storage
+from .storage import DATA_DIR, METADATA_DIR, Storage, txn_of_staging_dir
 from .transaction import Transaction, to_datetime
 
 logger = logging.getLogger(__name__)
@@ -314,7 +314,7 @@ class Table:
         deleted: list[str] = []
         kept: list[str] = []
         for entry in storage.list_dir(DATA_DIR):
-            txn_id = entry.path.rsplit("/", 1)[-1]
+            txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
             if txn_id in inflight:
                 kept.append(txn_id)
                 continue

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,8 +29,9 @@ from acidtables.core.storage import Storage
 from acidtables.core.table import Table
 from acidtables.core.transaction import CommitInfo, Transaction
 
-from .files import FILE, ROW, VERSION, file_key, read_files, read_snapshot_rows, write_staged
+from .files import FILE, ROW, VERSION, file_key, write_staged
 from .prepared import Prepared, preparing
+from .scan import read_files, read_snapshot_rows
 from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,57 @@ def _scope(table: Table, where: str | None, method: str) -> list[DataFile]:
     return snapshot.prune(expr, partitions_only=True)
 
 
+def _check_arguments(kind: str, target_file_bytes: int) -> None:
+    if kind not in ("minor", "major"):
+        raise InvalidArgumentError(f"compact(): kind={kind!r}; use 'minor' or 'major'")
+    if not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
+        raise InvalidArgumentError(f"compact(): target_file_bytes must be an int >= 1024, found {target_file_bytes!r}")
+
+
+def staged_groups(
+    spark: SparkSession,
+    table: Table,
+    kind: str,
+    *,
+    where: str | None = None,
+    target_file_bytes: int = 128 << 20,
+) -> Iterator[Prepared]:
+    """The plan's groups, each staged in its own transaction, one at a time as the caller asks for the
+    next: what `compact()` commits one by one (partial progress), and what a test holds open to let
+    a concurrent job commit between a group's prepare and its commit.
+
+    A group whose files a concurrent job changed after the plan was made is not staged at all (the
+    next run picks those files up again).
+    """
+    _check_arguments(kind, target_file_bytes)
+    operation = f"{kind}_compact"
+    for group in plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes):
+        tx = table.begin(operation)
+        live = tx.snapshot.files_by_path
+        if any(live.get(f.path) != f for f in group):
+            tx.abort()
+            continue
+        with preparing(tx):
+            _stage_group(spark, tx, group, kind, target_file_bytes)
+        yield Prepared(tx, {"files": len(group), "partition": dict(group[0].partition)})
+
+
+def commit_group(table: Table, group: Prepared) -> CommitInfo | None:
+    """Commit one staged group; None if it lost to a concurrent commit (its staged files are gone:
+    the losing transaction removes them)."""
+    try:
+        return group.commit()
+    except ConcurrentModificationException as exc:
+        logger.info(
+            "%s: a %s group of %d files lost to a concurrent commit and was skipped: %s",
+            table.name,
+            group.operation,
+            group.summary["files"],
+            exc,
+        )
+        return None
+
+
 def compact(
     spark: SparkSession,
     table: Table,
@@ -133,39 +185,19 @@ def compact(
     target_file_bytes: int = 128 << 20,
     commit: bool = True,
 ) -> list[CommitInfo] | Prepared:
-    if kind not in ("minor", "major"):
-        raise InvalidArgumentError(f"compact(): kind={kind!r}; use 'minor' or 'major'")
-    if not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
-        raise InvalidArgumentError(f"compact(): target_file_bytes must be an int >= 1024, found {target_file_bytes!r}")
-    operation = f"{kind}_compact"
-    meta = table.metadata
-    groups = plan_groups(meta, _scope(table, where, "compact"), kind, target_file_bytes)
-    if not commit:
-        tx = table.begin(operation)
-        with preparing(tx):
-            for group in groups:
-                _stage_group(spark, tx, group, kind, target_file_bytes)
-        return Prepared(tx, {"groups": len(groups)})
-    done: list[CommitInfo] = []
-    for group in groups:
-        tx = table.begin(operation)
-        live = tx.snapshot.files_by_path
-        if any(live.get(f.path) != f for f in group):
-            tx.abort()  # a concurrent job changed these files since we planned; the next run picks them up
-            continue
-        with preparing(tx):
+    """With `commit`, each group commits right after it is staged and a losing group is skipped;
+    without, all groups are staged into one transaction that commits or fails as a whole (what the
+    seeds' matrices describe as one compaction job)."""
+    if commit:
+        staged = staged_groups(spark, table, kind, where=where, target_file_bytes=target_file_bytes)
+        return [info for group in staged if (info := commit_group(table, group)) is not None]
+    _check_arguments(kind, target_file_bytes)
+    groups = plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
+    tx = table.begin(f"{kind}_compact")
+    with preparing(tx):
+        for group in groups:
             _stage_group(spark, tx, group, kind, target_file_bytes)
-        try:
-            done.append(tx.commit())
-        except ConcurrentModificationException as exc:
-            logger.info(
-                "%s: a %s group of %d files lost to a concurrent commit and was skipped: %s",
-                table.name,
-                operation,
-                len(group),
-                exc,
-            )
-    return done
+    return Prepared(tx, {"groups": len(groups)})
 
 
 def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str | None = None) -> Prepared:

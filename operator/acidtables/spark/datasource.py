@@ -43,7 +43,7 @@ from acidtables.core.records import DataFile, TableMetadata
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.core.storage import Storage
 
-from .files import HIVE_NULL, footer_stats
+from .files import HIVE_NULL, WRITE_PREFIX, footer_stats
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, spark_type, table_struct
 
 FORMAT = "acidtables"
@@ -263,7 +263,8 @@ class AcidTablesWriter(DataSourceArrowWriter):
                 mask = pa.array([tuple(k.values()) == values for k in keys])
                 groups.append((values, data.filter(mask)))
         storage = Storage(meta.location)
-        base = storage.relative(self.state.staging_dir) + f"/ds-{uuid.uuid4().hex}"
+        # the layout write_staged uses, so reads can let Spark attach the partition values (spark.scan)
+        base = storage.relative(self.state.staging_dir) + f"/{WRITE_PREFIX}ds-{uuid.uuid4().hex}"
         files = []
         for values, rows in groups:
             partition: dict[str, Any] = dict(zip(meta.partition_by, values, strict=True))

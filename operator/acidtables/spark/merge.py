@@ -24,9 +24,10 @@ from acidtables.core.records import TableMetadata
 from acidtables.core.table import Table
 from acidtables.core.transaction import CommitInfo, Transaction
 
-from .files import FILE, ROW, files_by_key, read_snapshot_rows, with_deletion_vectors, write_staged
+from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds
 from .prepared import Prepared, preparing
+from .scan import read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
 
 TARGET, SOURCE = "t", "s"

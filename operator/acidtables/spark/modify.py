@@ -22,8 +22,9 @@ from acidtables.core.records import TableMetadata
 from acidtables.core.table import Table
 from acidtables.core.transaction import Transaction
 
-from .files import FILE, ROW, files_by_key, read_files, read_snapshot_rows, with_deletion_vectors, write_staged
+from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing
+from .scan import read_files, read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
 
 

@@ -18,7 +18,8 @@ from acidtables.core.records import DataFile
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.table import Table, TimeLike
 
-from .files import FILE, ROW, read_files, read_snapshot_rows
+from .files import FILE, ROW
+from .scan import read_files, read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, table_struct
 
 CHANGE_TYPE, CHANGE_VERSION, CHANGE_TIME = "_change_type", "_commit_version", "_commit_timestamp"

@@ -1,0 +1,219 @@
+"""Reading a snapshot's files with Spark's native Parquet reader, partition values as the log has them.
+
+Spark's part-file names repeat across partition directories and Spark drops partition columns from
+the files it writes, so a read must put each file's partition values (and, for updates and
+compactions, its name and the version that added it) back on its rows. Two ways, both without
+listing any directory:
+
+* **Verified directory values** (plain reads, no deletion vectors): every file this library writes
+  sits in Hive-style ``col=value`` directories, under one root for the whole table (`write_staged`).
+  When, for every file of the read, Spark's own parse of those directory names is provably the value
+  the log holds (same string after Spark's unescaping, same integer), Spark is asked to attach them
+  itself, as it does for any partitioned table: a constant per file, no per-row work. Anything it
+  cannot prove (other types, files placed elsewhere, escapes Spark would read differently) takes the
+  second way.
+* **Join by Spark's own file name**: one broadcast join of ``_metadata.file_path``, spelled exactly
+  as Spark spells it (learnt once per file from the scan's own file list on the driver), to the log's
+  entry. A row whose file the log does not name fails the job loudly instead of vanishing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from urllib.parse import unquote
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from acidtables.core.records import DataFile, TableMetadata
+from acidtables.core.storage import DATA_DIR, STAGING_PREFIX, Storage
+
+from .files import FILE, HIVE_NULL, ROW, VERSION, WRITE_PREFIX, file_key
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct
+
+_SPARK_PATH = "_acid_spark_path"
+#: partition column types whose directory spelling maps to exactly one value, both for Spark and the log
+_INTEGRAL = {"BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"}
+_TEXT = {"STRING", "VARCHAR", "CHAR", "TEXT"}
+_WELL_FORMED_ESCAPES = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _spark_unescape(raw: str) -> str | None:
+    """What Spark reads a partition directory value as (ExternalCatalogUtils.unescapePathName), or
+    None where its reading is not certain (a '%' not followed by two hex digits)."""
+    if _WELL_FORMED_ESCAPES.search(raw):
+        return None
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), raw)
+
+
+def _directory_value_is_log_value(type_name: str, raw: str, value: object) -> bool:
+    if raw == HIVE_NULL:
+        return value is None
+    if value is None:
+        return False
+    base = type_name.upper().split("(")[0]
+    if base in _TEXT:
+        return isinstance(value, str) and value != HIVE_NULL and _spark_unescape(raw) == value
+    if base in _INTEGRAL:
+        return isinstance(value, int) and not isinstance(value, bool) and raw == str(value)
+    return False
+
+
+def _directories_agree(meta: TableMetadata, files: Sequence[DataFile]) -> bool:
+    """True when Spark, reading `files` with data/ as basePath, attaches to every file the partition
+    values the log holds for it (see the module docstring).
+
+    That needs every file where `write_staged` puts it, data/_acid_txn=<id>/_acid_write=<n>/<one
+    directory per partition column>/<file>: Spark walks up from the file through `name=value`
+    directories, so all files then share the root data/ and the same partition columns.
+    """
+    types = {c.name: c.type for c in meta.columns}
+    depth = len(meta.partition_by)
+    for f in files:
+        segments = f.path.split("/")
+        if len(segments) != depth + 4 or segments[0] != DATA_DIR:
+            return False
+        txn, write = segments[1], segments[2]
+        if not (txn.startswith(STAGING_PREFIX) and write.startswith(WRITE_PREFIX)) or "%" in txn + write:
+            return False
+        for column, segment in zip(meta.partition_by, segments[3:-1], strict=True):
+            name, sep, raw = segment.partition("=")
+            if not sep or name != column:
+                return False
+            if not _directory_value_is_log_value(types[column], raw, f.partition.get(column)):
+                return False
+    return True
+
+
+def _layout_struct(meta: TableMetadata) -> StructType:
+    """The table's columns plus the two staging directory levels Spark discovers as partition columns."""
+    levels = [StructField(prefix.rstrip("="), StringType()) for prefix in (STAGING_PREFIX, WRITE_PREFIX)]
+    return StructType([*table_struct(meta).fields, *levels])
+
+
+def _spark_spelling(uri: str) -> str:
+    """`_metadata.file_path` for a file that `inputFiles()` lists as `uri`: the same URI, but Hadoop
+    writes an empty authority as none (file:///tmp/x is file:/tmp/x)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):///", r"\1:/", uri)
+
+
+def _log_key(uri: str) -> str:
+    """The file_key of the file Spark lists as `uri`."""
+    return unquote(re.sub(r"^file:(//)?", "", uri))
+
+
+def _file_entries(
+    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile], scan: DataFrame
+) -> DataFrame:
+    """One row per file: Spark's spelling of its path, its key, partition values and adding version."""
+    by_key = {file_key(storage, f): f for f in files}
+    rows = []
+    for uri in scan.inputFiles():
+        f = by_key.get(_log_key(uri))
+        if f is None:
+            raise RuntimeError(f"acidtables: Spark lists {uri!r}, which the snapshot does not name")
+        rows.append(
+            (
+                _spark_spelling(uri),
+                file_key(storage, f),
+                *(f.partition.get(c) for c in meta.partition_by),
+                f.added_version,
+            )
+        )
+    part_fields = [f for f in table_struct(meta).fields if f.name in meta.partition_by]
+    schema = StructType(
+        [
+            StructField(_SPARK_PATH, StringType(), False),
+            StructField(FILE, StringType(), False),
+            *part_fields,
+            StructField(VERSION, LongType(), True),
+        ]
+    )
+    return spark.createDataFrame(rows, schema)
+
+
+def _known_file(column: str) -> Column:
+    """`column` from the log's entry, or a failed job for a row whose file the log does not name."""
+    unknown = F.raise_error(F.concat(F.lit("acidtables: no log entry for Spark's file "), F.col(_SPARK_PATH)))
+    return F.when(F.col(FILE).isNull(), unknown).otherwise(F.col(column)).alias(column)
+
+
+def read_files(
+    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile], *, keep_helpers: bool = False
+) -> DataFrame:
+    """The rows of `files` with partition columns from the log, deletion vectors applied.
+
+    With `keep_helpers`, rows keep their file key, row position and the version that added the file
+    (and the merge-on-read columns of primary-key tables), which updates and compactions need.
+    """
+    columns = [c.name for c in meta.columns]
+    extra = []
+    if keep_helpers:
+        extra = [FILE, ROW, VERSION] + ([OP_COLUMN, SEQ_COLUMN] if meta.primary_key else [])
+    if not files:
+        helpers = [StructField(FILE, StringType()), StructField(ROW, LongType()), StructField(VERSION, LongType())]
+        return spark.createDataFrame(
+            [],
+            StructType(
+                [
+                    *table_struct(meta).fields,
+                    *file_struct(meta).fields[len(meta.columns) - len(meta.partition_by) :],
+                    *helpers,
+                ]
+            ),
+        ).select(*columns, *extra)
+    paths = [storage.absolute(f.path) for f in files]
+    plain = not keep_helpers and not any(f.deletion_vector for f in files)
+    if plain and not meta.partition_by:
+        return spark.read.schema(file_struct(meta)).parquet(*paths).select(*columns)
+    if plain and _directories_agree(meta, files):
+        scan = spark.read.schema(_layout_struct(meta)).option("basePath", storage.absolute(DATA_DIR)).parquet(*paths)
+        return scan.select(*columns)
+    scan = spark.read.schema(file_struct(meta)).parquet(*paths)
+    entries = _file_entries(spark, meta, storage, files, scan)
+    df = scan.select("*", F.col("_metadata.file_path").alias(_SPARK_PATH), F.col("_metadata.row_index").alias(ROW))
+    df = df.join(F.broadcast(entries), _SPARK_PATH, "left")
+    df = df.select(
+        *[c for c in df.columns if c not in (FILE, VERSION, *meta.partition_by)],
+        *[_known_file(c) for c in (FILE, VERSION, *meta.partition_by)],
+    )
+    hidden = [(file_key(storage, f), pos) for f in files for pos in (f.deletion_vector or ())]
+    if hidden:
+        dv = spark.createDataFrame(hidden, f"{FILE} STRING, {ROW} LONG")
+        df = df.join(F.broadcast(dv), [FILE, ROW], "left_anti")
+    return df.select(*columns, *extra)
+
+
+def merge_on_read(df: DataFrame, meta: TableMetadata) -> DataFrame:
+    """Primary-key tables: per (partition, key) the newest row wins; tombstones drop out.
+
+    A row's sequence is its own `_acid_seq` (kept by compactions) or else the version that added its
+    file, which the log assigned at commit time, so a rebased commit still orders correctly (D-07).
+    """
+    seq = F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION))
+    window = Window.partitionBy(*meta.partition_by, *meta.primary_key).orderBy(seq.desc(), F.col(ROW).desc())
+    newest = df.withColumn("_acid_rank", F.row_number().over(window)).filter("_acid_rank = 1").drop("_acid_rank")
+    return newest.filter(F.col(OP_COLUMN) != F.lit(DELETE))
+
+
+def read_snapshot_rows(
+    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile], *, keep_helpers: bool = False
+) -> DataFrame:
+    """What a reader sees: for primary-key tables after merge-on-read, unless every file is a base file
+    (major-compacted: one live row per key), where the window is skipped."""
+    if not meta.primary_key:
+        return read_files(spark, meta, storage, files, keep_helpers=keep_helpers)
+    if all(f.kind == "base" for f in files) and not keep_helpers:
+        # major-compacted: one live row per key already, so no merge and no helper columns
+        return read_files(spark, meta, storage, files)
+    raw = read_files(spark, meta, storage, files, keep_helpers=True)
+    live = raw if all(f.kind == "base" for f in files) else merge_on_read(raw, meta)
+    if keep_helpers:
+        return live
+    return live.select(*[c.name for c in meta.columns])
+
+
+__all__ = ["merge_on_read", "read_files", "read_snapshot_rows", "spark_type"]

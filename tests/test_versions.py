@@ -240,6 +240,7 @@ def test_bad_staging_calls_name_the_problem(catalog: Catalog, make: object, mess
     [
         ({"schema": "id"}, "must be '<name> <TYPE>'"),
         ({"schema": "id BIGINT, id STRING"}, "appears twice"),
+        ({"schema": "id BIGINT, _acid_txn STRING"}, "'_acid_txn' starts with '_acid_'"),
         ({"schema": "id BIGINT", "partition_by": ["dt"]}, "partition_by column 'dt' is not in the schema"),
         ({"schema": "id BIGINT", "conflict_policy": "maxcompute"}, "for primary-key tables"),
         (

@@ -126,6 +126,9 @@ class Column:
 
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: names the library gives its own columns and staging directories (merge-on-read's _acid_op/_acid_seq,
+#: the _acid_txn=/_acid_write= levels a reader's partition discovery sees)
+RESERVED_PREFIX = "_acid_"
 
 
 def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, method: str) -> tuple[Column, ...]:
@@ -163,6 +166,11 @@ def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, 
     for column in columns:
         if not _IDENTIFIER.match(column.name):
             raise InvalidArgumentError(f"{method}(): column name {column.name!r} is not a plain identifier")
+        if column.name.lower().startswith(RESERVED_PREFIX):
+            raise InvalidArgumentError(
+                f"{method}(): column name {column.name!r} starts with {RESERVED_PREFIX!r}, which acidtables keeps for "
+                "its own columns"
+            )
         if column.name.lower() in seen:
             raise InvalidArgumentError(f"{method}(): column {column.name!r} appears twice in the schema")
         seen.add(column.name.lower())

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from acidtables import Catalog, Table
 from acidtables.core.records import DataFile
 from acidtables.core.transaction import CommitInfo
-from acidtables.spark import Prepared, SparkTable, local_session
+from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 from acidtables.spark.files import HIVE_NULL, footer, write_dir
 from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file_struct, typed_partition_value
 
@@ -134,7 +134,7 @@ def spark_session() -> Iterator[SparkSession]:
     try:
         yield session
     finally:
-        session.stop()
+        stop_session(session)
 
 
 def frame(session: SparkSession, rows: int, *, block: int, start: int = 0, partitions: int = PARTITIONS) -> DataFrame:

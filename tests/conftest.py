@@ -50,11 +50,11 @@ def catalog(etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path) -> Iter
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One local SparkSession for the whole run (starting Spark costs seconds; tests share it)."""
-    from acidtables.spark import local_session
+    from acidtables.spark import local_session, stop_session
 
     session = local_session("acidtables-tests")
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
-        session.stop()
+        stop_session(session)

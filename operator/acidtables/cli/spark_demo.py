@@ -18,7 +18,7 @@ from typing import Any
 from acidtables.core.catalog import Catalog
 from acidtables.core.errors import ConcurrentModificationException
 from acidtables.core.operations import Operation
-from acidtables.spark import Prepared, SparkTable, local_session
+from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
 from .demo import POLICIES, SCENARIO_COLUMNS, Job, PolicySpec, Scenario, ScenarioResult, scenario_rows
 from .output import table
@@ -175,7 +175,7 @@ def run_spark_demo(
             travel_table = _create(catalog, spark, PolicySpec("delta", "WriteSerializable"), name="demo.events")
             compaction, travel = _compact_and_travel(spark, travel_table, counter)
     finally:
-        spark.stop()
+        stop_session(spark)
     return SparkDemoResult(tuple(results), compaction, travel, time.monotonic() - started)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 from pyspark.sql import SparkSession
@@ -36,3 +37,31 @@ def local_session(app_name: str = "acidtables", *, cores: int = 2, memory: str =
     )
     register(session)
     return session
+
+
+def stop_session(session: SparkSession, *, timeout_seconds: float = 30.0) -> None:
+    """Stop Spark and wait until its JVM has exited.
+
+    `SparkSession.stop()` leaves the JVM that PySpark launched running until this Python process exits
+    (it watches its stdin), so a command that promises to leave nothing running closes that pipe and
+    waits, killing the JVM only if it overstays `timeout_seconds`.
+    """
+    from pyspark import SparkContext
+
+    session.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if process is None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

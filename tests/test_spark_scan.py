@@ -50,6 +50,7 @@ def test_spark_unescape_mirrors_spark_or_declines(raw: str, expected: str | None
         (staged("dt=__HIVE_DEFAULT_PARTITION__", "__HIVE_DEFAULT_PARTITION__"), "STRING", False),
         (staged("dt=2026-11-01", "2026-11-02"), "STRING", False),  # the directory disagrees with the log
         (staged("dt=2026-11-01", None), "STRING", False),
+        (staged("dt=", ""), "STRING", False),  # Spark asserts a directory value is not empty
         (staged("other=2026-11-01", "2026-11-01"), "STRING", False),
         (staged("dt=7", 7), "INT", True),
         (staged("dt=07", 7), "INT", False),  # Spark would read 7, but only canonical spellings are proved

@@ -52,8 +52,8 @@ def _spark_unescape(raw: str) -> str | None:
 def _directory_value_is_log_value(type_name: str, raw: str, value: object) -> bool:
     if raw == HIVE_NULL:
         return value is None
-    if value is None:
-        return False
+    if value is None or not raw:
+        return False  # Spark refuses an empty directory value ("dt="): such a file must take the join
     base = type_name.upper().split("(")[0]
     if base in _TEXT:
         return isinstance(value, str) and value != HIVE_NULL and _spark_unescape(raw) == value

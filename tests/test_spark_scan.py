@@ -3,6 +3,9 @@ log, a join by Spark's file name otherwise, and the log's value winning whenever
 
 from __future__ import annotations
 
+import itertools
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from acidtables.spark.files import footer
 from acidtables.spark.scan import _directories_agree, _spark_spelling, _spark_unescape
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
+_typed = itertools.count()
 
 
 def meta(partition_type: str = "STRING") -> TableMetadata:
@@ -132,3 +136,29 @@ def test_integer_partitions_take_the_verified_path(spark: SparkSession, catalog:
     df = t.read()
     assert "Join" not in _plan(df)
     assert sorted(tuple(r) for r in df.collect()) == data
+
+
+@pytest.mark.parametrize(
+    ("type_", "value"),
+    [
+        ("DATE", date(2026, 11, 1)),
+        ("TIMESTAMP", datetime(2026, 11, 1, 10, 30, 0)),
+        ("DOUBLE", 1.5),
+        ("BOOLEAN", True),
+        ("DECIMAL(10,2)", Decimal("12.50")),
+    ],
+)
+def test_partition_columns_of_other_types_read_update_and_compact(
+    spark: SparkSession, catalog: Catalog, type_: str, value: Any
+) -> None:
+    """Types the directory check does not prove go through the join, whose values the log keeps as
+    text for some types (a DATE as '2026-11-01'): every read, update and compaction must type them."""
+    schema = f"id BIGINT, p {type_}"
+    t = SparkTable(spark, catalog.create_table(f"shop.typed{next(_typed)}", schema=schema, partition_by=["p"]))
+    for row in [(1, value), (2, None)]:
+        t.insert_into(spark.createDataFrame([row], schema))
+    assert sorted(tuple(r) for r in t.read().collect()) == [(1, value), (2, None)]
+    assert [tuple(r) for r in t.read(where="p IS NULL").collect()] == [(2, None)]
+    t.update("id = 1", {"id": "10"})
+    t.compact("major", target_file_bytes=1 << 20)
+    assert sorted(tuple(r) for r in t.read().collect()) == [(2, None), (10, value)]

@@ -119,20 +119,31 @@ def _file_entries(
             (
                 _spark_spelling(uri),
                 file_key(storage, f),
-                *(f.partition.get(c) for c in meta.partition_by),
+                *(_as_text(f.partition.get(c)) for c in meta.partition_by),
                 f.added_version,
             )
         )
-    part_fields = [f for f in table_struct(meta).fields if f.name in meta.partition_by]
+    # Partition values travel as text and are cast by Spark: the log keeps DATE, TIMESTAMP and DECIMAL
+    # values as the strings their directories spelled, which a typed DataFrame would refuse
     schema = StructType(
         [
             StructField(_SPARK_PATH, StringType(), False),
             StructField(FILE, StringType(), False),
-            *part_fields,
+            *[StructField(c, StringType(), True) for c in meta.partition_by],
             StructField(VERSION, LongType(), True),
         ]
     )
-    return spark.createDataFrame(rows, schema)
+    types = {c.name: spark_type(c.type) for c in meta.columns}
+    entries = spark.createDataFrame(rows, schema)
+    return entries.select(_SPARK_PATH, FILE, *[F.col(c).cast(types[c]).alias(c) for c in meta.partition_by], VERSION)
+
+
+def _as_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _known_file(column: str) -> Column:

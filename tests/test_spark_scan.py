@@ -148,7 +148,7 @@ def test_integer_partitions_take_the_verified_path(spark: SparkSession, catalog:
         ("DECIMAL(10,2)", Decimal("12.50")),
     ],
 )
-def test_partition_columns_of_other_types_read_update_and_compact(
+def test_partition_columns_of_other_types_through_reads_and_writes(
     spark: SparkSession, catalog: Catalog, type_: str, value: Any
 ) -> None:
     """Types the directory check does not prove go through the join, whose values the log keeps as
@@ -162,3 +162,10 @@ def test_partition_columns_of_other_types_read_update_and_compact(
     t.update("id = 1", {"id": "10"})
     t.compact("major", target_file_bytes=1 << 20)
     assert sorted(tuple(r) for r in t.read().collect()) == [(2, None), (10, value)]
+    # partition values given as Python values, or collected from the DataFrame, name the same partition
+    t.insert_overwrite(spark.createDataFrame([(3,)], "id BIGINT"), partition={"p": value})
+    assert sorted(tuple(r) for r in t.read().collect()) == [(2, None), (3, value)]
+    t.insert_overwrite(spark.createDataFrame([(4, value)], schema), dynamic=True)
+    assert sorted(tuple(r) for r in t.read().collect()) == [(2, None), (4, value)]
+    t.truncate(partition={"P": value})
+    assert sorted(tuple(r) for r in t.read().collect()) == [(2, None)]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -140,3 +142,27 @@ def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> 
     if type_ == "BOOLEAN":
         return raw.lower() == "true"
     return raw
+
+
+def log_partition_value(meta: TableMetadata, column: str, value: object) -> Literal:
+    """A partition value given by a user or collected from a DataFrame, as the log keeps it: what
+    `typed_partition_value` makes of the directory Spark would write for it (DATE, TIMESTAMP and
+    DECIMAL as Spark spells them, numbers and booleans typed)."""
+    if value is None:
+        return None
+    type_ = next(c.type for c in meta.columns if c.name == column).upper()
+    if isinstance(value, datetime) and type_ == "TIMESTAMP":
+        fraction = f".{value.microsecond:06d}".rstrip("0") if value.microsecond else ""
+        return value.strftime("%Y-%m-%d %H:%M:%S") + fraction
+    if isinstance(value, date) and type_ == "DATE":
+        return (value.date() if isinstance(value, datetime) else value).isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bool | int | float | str):
+        if isinstance(value, str) or type_.startswith(("DECIMAL", "DATE", "TIMESTAMP")):
+            return typed_partition_value(meta, column, str(value))
+        return value
+    raise InvalidArgumentError(
+        f"partition value {value!r} for column {column} ({type_}) is a {type(value).__name__}; give a string, "
+        "number, boolean, date or datetime"
+    )

@@ -17,7 +17,6 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import Literal
 from acidtables.core.table import Table, TimeLike
 from acidtables.core.transaction import CommitInfo
 
@@ -65,7 +64,7 @@ class SparkTable:
         self,
         df: DataFrame,
         *,
-        partition: Mapping[str, Literal] | None = None,
+        partition: Mapping[str, Any] | None = None,
         dynamic: bool = False,
         merge_schema: bool = False,
         commit: bool = True,
@@ -76,7 +75,7 @@ class SparkTable:
         )
         return _finish(prepared, commit)
 
-    def truncate(self, *, partition: Mapping[str, Literal] | None = None, commit: bool = True) -> Result:
+    def truncate(self, *, partition: Mapping[str, Any] | None = None, commit: bool = True) -> Result:
         return _finish(writes.truncate(self.table, partition=partition), commit)
 
     def update(self, condition: str | None, assignments: Mapping[str, str], *, commit: bool = True) -> Result:

@@ -8,18 +8,29 @@ operation; SparkTable commits it unless asked not to.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import Literal
+from acidtables.core.records import TableMetadata
 from acidtables.core.table import Table
 from acidtables.core.transaction import Transaction
 
 from .files import write_staged
 from .prepared import Prepared, preparing
-from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, data_columns, new_columns
+from .schema import (
+    OP_COLUMN,
+    SEQ_COLUMN,
+    UPSERT,
+    conform,
+    data_columns,
+    log_partition_value,
+    new_columns,
+    spark_type,
+)
 
 
 def _sql_literal(value: Literal) -> str:
@@ -71,7 +82,7 @@ def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> P
     return Prepared(tx, {"files_written": len(files), "rows_written": sum(f.rows for f in files)})
 
 
-def _check_partition(table_partition_by: tuple[str, ...], partition: Mapping[str, Literal], method: str) -> None:
+def _check_partition(table_partition_by: tuple[str, ...], partition: Mapping[str, Any], method: str) -> None:
     if not isinstance(partition, Mapping) or {k.lower() for k in partition} != {p.lower() for p in table_partition_by}:
         raise InvalidArgumentError(
             f"{method}(): partition={dict(partition) if isinstance(partition, Mapping) else partition!r} must give "
@@ -79,11 +90,19 @@ def _check_partition(table_partition_by: tuple[str, ...], partition: Mapping[str
         )
 
 
+def _canonical_partition(meta: TableMetadata, partition: Mapping[str, Any]) -> dict[str, Literal]:
+    """`partition` keyed by the table's own column names, each value as the log keeps it."""
+    return {
+        c: log_partition_value(meta, c, next(v for k, v in partition.items() if k.lower() == c.lower()))
+        for c in meta.partition_by
+    }
+
+
 def insert_overwrite(
     table: Table,
     df: DataFrame,
     *,
-    partition: Mapping[str, Literal] | None = None,
+    partition: Mapping[str, Any] | None = None,
     dynamic: bool = False,
     merge_schema: bool = False,
 ) -> Prepared:
@@ -99,21 +118,23 @@ def insert_overwrite(
         source = df
         if partition is not None:
             _check_partition(meta.partition_by, partition, method)
-            canonical = {c: next(v for k, v in partition.items() if k.lower() == c.lower()) for c in meta.partition_by}
+            canonical = _canonical_partition(meta, partition)
+            types = {c.name: spark_type(c.type) for c in meta.columns}
             for column, value in canonical.items():
                 if column.lower() not in {c.lower() for c in df.columns}:
-                    source = source.withColumn(column, F.lit(value))
+                    source = source.withColumn(column, F.lit(value).cast(types[column]))
             stray = source.filter(~F.expr(partition_predicate([canonical]))).limit(1).count()
             if stray:
                 raise InvalidArgumentError(
                     f"{method}(): the DataFrame has rows outside partition {canonical}; filter them or use dynamic=True"
                 )
             targets: list[Mapping[str, Literal]] | None = [canonical]
-        elif dynamic:
-            targets = [r.asDict() for r in df.select(*meta.partition_by).distinct().collect()]
         else:
             targets = None
         rows = prepare_rows(source, tx, method=method, merge_schema=merge_schema)
+        if dynamic:
+            found = rows.select(*meta.partition_by).distinct().collect()
+            targets = [{c: log_partition_value(meta, c, r[c]) for c in meta.partition_by} for r in found]
         if targets is None:
             tx.remove_files(tx.scan(None))
         else:
@@ -124,7 +145,7 @@ def insert_overwrite(
     return Prepared(tx, {"files_written": len(files), "partitions": targets})
 
 
-def truncate(table: Table, *, partition: Mapping[str, Literal] | None = None) -> Prepared:
+def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Prepared:
     tx = table.begin("truncate")
     with preparing(tx):
         meta = tx.metadata
@@ -135,7 +156,7 @@ def truncate(table: Table, *, partition: Mapping[str, Literal] | None = None) ->
             if not meta.partition_by:
                 raise InvalidArgumentError(f"truncate(): {meta.name} is not partitioned")
             _check_partition(meta.partition_by, partition, "truncate")
-            canonical = {c: next(v for k, v in partition.items() if k.lower() == c.lower()) for c in meta.partition_by}
+            canonical = _canonical_partition(meta, partition)
             tx.remove_files(tx.scan(partition_predicate([canonical])))
             tx.set_scope([canonical])
     return Prepared(tx)

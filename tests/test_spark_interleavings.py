@@ -17,6 +17,7 @@ from acidtables.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
+    InvalidArgumentError,
     MetadataChangedException,
     TransactionConflictException,
 )
@@ -300,8 +301,10 @@ def test_compaction_groups_commit_one_by_one_and_a_losing_group_is_skipped(
     t = SparkTable(spark, table)
     for start in (0, 10):
         t.insert_into(spark.createDataFrame([(start + i, dt, float(i)) for i, dt in enumerate("abc")], SCHEMA))
-    groups = staged_groups(spark, table, "major", target_file_bytes=1 << 20)
-    first = next(groups)  # plans all three partitions, stages a's group; nothing committed yet
+    with pytest.raises(InvalidArgumentError, match="use 'minor' or 'major'"):
+        staged_groups(spark, table, "medium")  # checked at the call, not at the first group
+    groups = staged_groups(spark, table, "major", target_file_bytes=1 << 20)  # plans all three partitions
+    first = next(groups)  # stages a's group; nothing committed yet
     assert first.summary["partition"] == {"dt": "a"}
     t.update("dt = 'a'", {"amount": "amount + 100"})  # wins over the staged group of a
     t.insert_into(spark.createDataFrame([(20, "b", 9.0)], SCHEMA))  # an append next to b's group

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from datetime import date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +170,16 @@ def test_partition_columns_of_other_types_through_reads_and_writes(
     assert sorted(tuple(r) for r in t.read().collect()) == [(2, None), (4, value)]
     t.truncate(partition={"P": value})
     assert sorted(tuple(r) for r in t.read().collect()) == [(2, None)]
+
+
+def test_a_table_at_a_messy_location_updates_and_compacts(
+    spark: SparkSession, catalog: Catalog, tmp_path: Path
+) -> None:
+    """Spark lists files under the cleaned-up location; the join by file must still find every file."""
+    messy = f"{tmp_path}//tables/./x/../orders/"
+    t = SparkTable(spark, catalog.create_table("shop.messy", schema=SCHEMA, partition_by=["dt"], location=messy))
+    t.insert_into(spark.createDataFrame([(1, "a", 1.0), (2, "b", 2.0)], SCHEMA))
+    t.update("id = 1", {"amount": "10"})
+    t.insert_into(spark.createDataFrame([(3, "a", 3.0)], SCHEMA))
+    t.compact("major", target_file_bytes=1 << 20)
+    assert _rows(t.read()) == [(1, "a", 10.0), (2, "b", 2.0), (3, "a", 3.0)]

@@ -241,6 +241,7 @@ def test_bad_staging_calls_name_the_problem(catalog: Catalog, make: object, mess
         ({"schema": "id"}, "must be '<name> <TYPE>'"),
         ({"schema": "id BIGINT, id STRING"}, "appears twice"),
         ({"schema": "id BIGINT, _acid_txn STRING"}, "'_acid_txn' starts with '_acid_'"),
+        ({"schema": "id BIGINT", "location": "/tmp/runs[1]/t"}, "contains \\[ \\], which readers such as Spark"),
         ({"schema": "id BIGINT", "partition_by": ["dt"]}, "partition_by column 'dt' is not in the schema"),
         ({"schema": "id BIGINT", "conflict_policy": "maxcompute"}, "for primary-key tables"),
         (
@@ -358,3 +359,16 @@ def test_the_snapshot_cached_after_a_commit_knows_which_version_added_each_file(
     first = insert_into(t, "p1").tx.commit()
     second = insert_into(t, "p1").tx.commit()
     assert sorted(f.added_version for f in t.snapshot().files) == [first.version, second.version]  # type: ignore[type-var]
+
+
+def test_a_table_location_is_kept_in_one_spelling(
+    catalog: Catalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers list a table's files with the location cleaned up (absolute, no //, . or ..); the log's
+    file keys must be spelled the same way, so the location is stored that way."""
+    messy = catalog.create_table("a.messy", schema="id BIGINT", location=f"{tmp_path}//x/./y/../z/")
+    assert messy.location == f"{tmp_path}/x/z"
+    monkeypatch.chdir(tmp_path)
+    relative = catalog.create_table("a.relative", schema="id BIGINT", location="rel/t")
+    assert relative.location == f"{tmp_path}/rel/t"
+    assert catalog.table("a.relative").location == f"{tmp_path}/rel/t"

@@ -28,6 +28,7 @@ from .operations import IsolationLevel, OpClass, Operation, Policy
 from .records import Column, CommitRecord, Head, Protocol, TableMetadata, parse_schema
 from .services import Services
 from .settings import EtcdSettings, Settings
+from .storage import GLOB_CHARACTERS, normalize_location
 from .table import Table
 from .transaction import CommitInfo
 
@@ -153,7 +154,15 @@ class Catalog:
             raise InvalidArgumentError(f"{method}(): row_level_concurrency must be True or False")
         table_id = uuid.uuid4().hex
         now = self.services.clock()
-        location = (location or f"{self.settings.warehouse.rstrip('/')}/{namespace}/{short}-{table_id[:8]}").rstrip("/")
+        location = normalize_location(
+            location or f"{self.settings.warehouse.rstrip('/')}/{namespace}/{short}-{table_id[:8]}"
+        )
+        globbing = sorted(GLOB_CHARACTERS & set(location))
+        if globbing:
+            raise InvalidArgumentError(
+                f"{method}(): location {location!r} contains {' '.join(globbing)}, which readers such as Spark "
+                "take for glob syntax; choose a location (or warehouse) without any of { } [ ] * ? \\"
+            )
         metadata = TableMetadata(
             table_id=table_id,
             name=f"{namespace}.{short}",

@@ -39,6 +39,23 @@ class FileInfo:
     modified_at: float  # seconds since the epoch
 
 
+#: characters Hadoop-based readers (Spark) take for glob syntax in a path: a table there could be
+#: written but not read back
+GLOB_CHARACTERS = frozenset("{}[]*?\\")
+
+
+def normalize_location(location: str) -> str:
+    """The one spelling of a table location that readers list files under: local paths absolute, with
+    no `//`, `.` or `..` (Hadoop cleans paths up that way, and a file's key must match its listing)."""
+    location = location.strip()
+    if "://" not in location:
+        return os.path.normpath(os.path.abspath(location))
+    parts = urlsplit(location)
+    if parts.scheme == "file":
+        return "file://" + os.path.normpath(parts.path or "/")
+    return location.rstrip("/")
+
+
 def _local_root(location: str) -> Path | None:
     if "://" not in location:
         return Path(location)
@@ -52,7 +69,7 @@ class Storage:
     """Bytes at a table location; paths given to it are relative to the location."""
 
     def __init__(self, location: str) -> None:
-        self.location = location.rstrip("/")
+        self.location = normalize_location(location)
         self._root = _local_root(self.location)
         self._fs: Any = None
         self._base = ""

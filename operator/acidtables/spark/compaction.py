@@ -144,12 +144,21 @@ def staged_groups(
     next: what `compact()` commits one by one (partial progress), and what a test holds open to let
     a concurrent job commit between a group's prepare and its commit.
 
-    A group whose files a concurrent job changed after the plan was made is not staged at all (the
-    next run picks those files up again).
+    The arguments are checked and the plan is made now; a group whose files a concurrent job changed
+    after that is not staged at all (the next run picks those files up again). Each yielded group is
+    the caller's to commit (`commit_group`) or abort: one left open keeps its staged files until its
+    process ends and cleanup removes them.
     """
     _check_arguments(kind, target_file_bytes)
+    groups = plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
+    return _stage_each(spark, table, groups, kind, target_file_bytes)
+
+
+def _stage_each(
+    spark: SparkSession, table: Table, groups: Sequence[Sequence[DataFile]], kind: str, target_file_bytes: int
+) -> Iterator[Prepared]:
     operation = f"{kind}_compact"
-    for group in plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes):
+    for group in groups:
         tx = table.begin(operation)
         live = tx.snapshot.files_by_path
         if any(live.get(f.path) != f for f in group):

@@ -29,7 +29,7 @@ from acidtables.core.errors import ConcurrentModificationException, InvalidArgum
 from acidtables.core.operations import Operation
 from acidtables.core.records import DataFile
 from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction, to_datetime
+from acidtables.core.transaction import CommitInfo, Transaction, to_datetime
 
 from .output import rfc3339, table
 
@@ -236,6 +236,20 @@ class ScenarioResult:
         }
 
 
+class Committable(Protocol):
+    def commit(self) -> CommitInfo: ...
+
+
+def commit_in_order(spec: PolicySpec, scenario: Scenario, earlier: Committable, later: Committable) -> ScenarioResult:
+    """E commits, then L: both staged already. L either commits (rebased) or fails with its conflict."""
+    won = earlier.commit()
+    try:
+        info = later.commit()
+    except ConcurrentModificationException as exc:
+        return ScenarioResult(spec, scenario, won.version, None, 0, type(exc).__name__, str(exc))
+    return ScenarioResult(spec, scenario, won.version, info.version, info.retries, None, None)
+
+
 SCENARIO_COLUMNS = ("POLICY", "EARLIER (E)", "LATER (L)", "PARTITIONS", "OUTCOME")
 
 
@@ -383,12 +397,7 @@ def run_scenario(target: Table, spec: PolicySpec, scenario: Scenario, stager: St
     try:
         stager.stage(earlier, scenario.earlier)
         stager.stage(later, scenario.later)
-        earlier_info = earlier.commit()
-        try:
-            later_info = later.commit()
-        except ConcurrentModificationException as exc:
-            return ScenarioResult(spec, scenario, earlier_info.version, None, 0, type(exc).__name__, str(exc))
-        return ScenarioResult(spec, scenario, earlier_info.version, later_info.version, later_info.retries, None, None)
+        return commit_in_order(spec, scenario, earlier, later)
     finally:
         # a job that did not get to commit (the stager failed) leaves nothing behind; no-op otherwise
         earlier.abort()

@@ -16,11 +16,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from acidtables.core.catalog import Catalog
-from acidtables.core.errors import ConcurrentModificationException
 from acidtables.core.operations import Operation
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
-from .demo import POLICIES, SCENARIO_COLUMNS, Job, PolicySpec, Scenario, ScenarioResult, scenario_rows
+from .demo import (
+    POLICIES,
+    SCENARIO_COLUMNS,
+    Job,
+    PolicySpec,
+    Scenario,
+    ScenarioResult,
+    commit_in_order,
+    scenario_rows,
+)
 from .output import table
 
 SCHEMA = "id BIGINT, v STRING, dt STRING"
@@ -135,12 +143,7 @@ def run_scenario(
 ) -> ScenarioResult:
     earlier = _job(spark, target, scenario.earlier, ids)
     later = _job(spark, target, scenario.later, ids)
-    won = earlier.commit()
-    try:
-        info = later.commit()
-    except ConcurrentModificationException as exc:
-        return ScenarioResult(spec, scenario, won.version, None, 0, type(exc).__name__, str(exc))
-    return ScenarioResult(spec, scenario, won.version, info.version, info.retries, None, None)
+    return commit_in_order(spec, scenario, earlier, later)
 
 
 def _create(catalog: Catalog, spark: Any, spec: PolicySpec, name: str | None = None) -> SparkTable:

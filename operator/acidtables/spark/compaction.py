@@ -125,11 +125,13 @@ def _scope(table: Table, where: str | None, method: str) -> list[DataFile]:
     return snapshot.prune(expr, partitions_only=True)
 
 
-def _check_arguments(kind: str, target_file_bytes: int) -> None:
+def _plan(table: Table, kind: str, where: str | None, target_file_bytes: int) -> list[list[DataFile]]:
+    """The arguments checked, then the groups to rewrite in the table's current snapshot."""
     if kind not in ("minor", "major"):
         raise InvalidArgumentError(f"compact(): kind={kind!r}; use 'minor' or 'major'")
     if not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
         raise InvalidArgumentError(f"compact(): target_file_bytes must be an int >= 1024, found {target_file_bytes!r}")
+    return plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
 
 
 def staged_groups(
@@ -149,8 +151,7 @@ def staged_groups(
     the caller's to commit (`commit_group`) or abort: one left open keeps its staged files until its
     process ends and cleanup removes them.
     """
-    _check_arguments(kind, target_file_bytes)
-    groups = plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
+    groups = _plan(table, kind, where, target_file_bytes)
     return _stage_each(spark, table, groups, kind, target_file_bytes)
 
 
@@ -200,8 +201,7 @@ def compact(
     if commit:
         staged = staged_groups(spark, table, kind, where=where, target_file_bytes=target_file_bytes)
         return [info for group in staged if (info := commit_group(table, group)) is not None]
-    _check_arguments(kind, target_file_bytes)
-    groups = plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
+    groups = _plan(table, kind, where, target_file_bytes)
     tx = table.begin(f"{kind}_compact")
     with preparing(tx):
         for group in groups:

@@ -125,8 +125,12 @@ def file_key(storage: Storage, file: DataFile) -> str:
     """How the FILE column names `file`: its absolute path, URL-decoded, without a `file:` scheme.
 
     Spark's part-file names repeat across partition directories, so only the whole path is a key."""
-    absolute = storage.absolute(file.path)
-    return re.sub(r"^file:(//)?", "", absolute)
+    return without_file_scheme(storage.absolute(file.path))
+
+
+def without_file_scheme(path: str) -> str:
+    """`path` without a leading `file:` or `file://` (how a local file is keyed)."""
+    return re.sub(r"^file:(//)?", "", path)
 
 
 def with_deletion_vectors(

@@ -30,12 +30,12 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from acidtables.core.records import DataFile, TableMetadata
 from acidtables.core.storage import DATA_DIR, STAGING_PREFIX, Storage
 
-from .files import FILE, HIVE_NULL, ROW, VERSION, WRITE_PREFIX, file_key
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct
+from .files import FILE, HIVE_NULL, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
+from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct
 
 _SPARK_PATH = "_acid_spark_path"
-#: partition column types whose directory spelling maps to exactly one value, both for Spark and the log
-_INTEGRAL = {"BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"}
+#: text types: with the integers, the partition column types whose directory spelling maps to exactly
+#: one value, both for Spark and the log
 _TEXT = {"STRING", "VARCHAR", "CHAR", "TEXT"}
 _WELL_FORMED_ESCAPES = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -57,7 +57,7 @@ def _directory_value_is_log_value(type_name: str, raw: str, value: object) -> bo
     base = type_name.upper().split("(")[0]
     if base in _TEXT:
         return isinstance(value, str) and value != HIVE_NULL and _spark_unescape(raw) == value
-    if base in _INTEGRAL:
+    if base in INTEGRAL_TYPES:
         return isinstance(value, int) and not isinstance(value, bool) and raw == str(value)
     return False
 
@@ -102,7 +102,7 @@ def _spark_spelling(uri: str) -> str:
 
 def _log_key(uri: str) -> str:
     """The file_key of the file Spark lists as `uri`."""
-    return unquote(re.sub(r"^file:(//)?", "", uri))
+    return unquote(without_file_scheme(uri))
 
 
 def _file_entries(
@@ -112,13 +112,14 @@ def _file_entries(
     by_key = {file_key(storage, f): f for f in files}
     rows = []
     for uri in scan.inputFiles():
-        f = by_key.get(_log_key(uri))
+        key = _log_key(uri)
+        f = by_key.get(key)
         if f is None:
             raise RuntimeError(f"acidtables: Spark lists {uri!r}, which the snapshot does not name")
         rows.append(
             (
                 _spark_spelling(uri),
-                file_key(storage, f),
+                key,
                 *(_as_text(f.partition.get(c)) for c in meta.partition_by),
                 f.added_version,
             )
@@ -165,17 +166,11 @@ def read_files(
     if keep_helpers:
         extra = [FILE, ROW, VERSION] + ([OP_COLUMN, SEQ_COLUMN] if meta.primary_key else [])
     if not files:
-        helpers = [StructField(FILE, StringType()), StructField(ROW, LongType()), StructField(VERSION, LongType())]
-        return spark.createDataFrame(
-            [],
-            StructType(
-                [
-                    *table_struct(meta).fields,
-                    *file_struct(meta).fields[len(meta.columns) - len(meta.partition_by) :],
-                    *helpers,
-                ]
-            ),
-        ).select(*columns, *extra)
+        # what a scan gives (the file schema) plus what the log adds, all typed: nothing to read
+        types = {f.name: f.dataType for f in table_struct(meta).fields}
+        types.update({FILE: StringType(), ROW: LongType(), VERSION: LongType()})
+        added = [F.lit(None).cast(types[c]).alias(c) for c in (*meta.partition_by, FILE, ROW, VERSION)]
+        return spark.createDataFrame([], file_struct(meta)).select("*", *added).select(*columns, *extra)
     paths = [storage.absolute(f.path) for f in files]
     plain = not keep_helpers and not any(f.deletion_vector for f in files)
     if plain and not meta.partition_by:
@@ -227,4 +222,4 @@ def read_snapshot_rows(
     return live.select(*[c.name for c in meta.columns])
 
 
-__all__ = ["merge_on_read", "read_files", "read_snapshot_rows", "spark_type"]
+__all__ = ["merge_on_read", "read_files", "read_snapshot_rows"]

@@ -130,12 +130,16 @@ def new_columns(df: DataFrame, meta: TableMetadata) -> list[Column]:
     ]
 
 
+#: SQL names of the integer types (partition values of these columns are Python ints in the log)
+INTEGRAL_TYPES = frozenset({"BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"})
+
+
 def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> Literal:
     """A partition value from its Hive-style directory name, typed as the column is."""
     if raw is None:
         return None
     type_ = next(c.type for c in meta.columns if c.name == column).upper()
-    if type_ in ("BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"):
+    if type_ in INTEGRAL_TYPES:
         return int(raw)
     if type_ in ("DOUBLE", "FLOAT", "REAL"):
         return float(raw)

@@ -5,92 +5,23 @@ reader sees afterwards. At least one pair per matrix row of every policy.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.spark_jobs import SCHEMA, Job, comp, dele, expect, ins, make, next_name, overwrite, rows, run, upd
 
 from acidtables import Catalog
 from acidtables.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteReadException,
-    ConcurrentModificationException,
     InvalidArgumentError,
     MetadataChangedException,
     TransactionConflictException,
 )
-from acidtables.spark import Prepared, SparkTable
+from acidtables.spark import SparkTable
 from acidtables.spark.compaction import commit_group, staged_groups
-
-SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
-_n = itertools.count()
-Job = Callable[[SparkTable], Prepared]
-
-
-def rows(t: SparkTable) -> list[tuple[Any, ...]]:
-    return sorted(tuple(r) for r in t.read().select("id", "dt", "amount").collect())
-
-
-def make(spark: SparkSession, catalog: Catalog, unpartitioned: bool = False, **kw: Any) -> SparkTable:
-    table = catalog.create_table(f"jobs.t{next(_n)}", schema=SCHEMA, partition_by=[] if unpartitioned else ["dt"], **kw)
-    t = SparkTable(spark, table)
-    for start in (0, 10):  # two files in each partition
-        t.insert_into(spark.createDataFrame([(start + i, "a" if i % 2 else "b", float(i)) for i in range(4)], SCHEMA))
-    return t
-
-
-def ins(rows_: list[tuple[int, str, float]]) -> Job:
-    return lambda t: t.insert_into(t.spark.createDataFrame(rows_, SCHEMA), commit=False)  # type: ignore[return-value]
-
-
-def overwrite(dt: str, rows_: list[tuple[int, float]]) -> Job:
-    return lambda t: t.insert_overwrite(  # type: ignore[return-value]
-        t.spark.createDataFrame(rows_, "id BIGINT, amount DOUBLE"), partition={"dt": dt}, commit=False
-    )
-
-
-def upd(where: str, value: str = "amount + 100") -> Job:
-    return lambda t: t.update(where, {"amount": value}, commit=False)  # type: ignore[return-value]
-
-
-def dele(where: str) -> Job:
-    return lambda t: t.delete(where, commit=False)  # type: ignore[return-value]
-
-
-def comp(kind: str, dt: str | None = None) -> Job:
-    where = f"dt = '{dt}'" if dt else None
-    return lambda t: t.compact(kind, where=where, target_file_bytes=1 << 20, commit=False)  # type: ignore[return-value]
-
-
-def run(t: SparkTable, earlier: Job, later: Job) -> tuple[ConcurrentModificationException | None, int]:
-    e, lj = earlier(t), later(t)
-    won = e.commit()
-    try:
-        info = lj.commit()
-    except ConcurrentModificationException as exc:
-        assert exc.winning_version == won.version
-        return exc, won.version
-    assert (info.version, info.retries) == (won.version + 1, 1)
-    return None, won.version
-
-
-def expect(
-    t: SparkTable,
-    earlier: Job,
-    later: Job,
-    error: type[Exception] | None,
-    check: Callable[[list[tuple[Any, ...]]], bool],
-) -> None:
-    exc, _ = run(t, earlier, later)
-    if error is None:
-        assert exc is None, f"later failed: {exc}"
-    else:
-        assert type(exc) is error, f"expected {error.__name__}, got {exc!r}"
-    seen = rows(t)
-    assert check(seen), f"a reader sees {seen}"
-
 
 # --- maxcompute (primary key): one pair per row of seed 000 -------------------------------------------
 
@@ -297,7 +228,7 @@ def test_compaction_groups_commit_one_by_one_and_a_losing_group_is_skipped(
     """Partial progress: each group is its own transaction. A group that loses to a concurrent UPDATE
     is skipped and leaves nothing; a group whose files changed after planning is not even staged; a
     group next to a concurrent append commits, and the append keeps its row (the seeds: both succeed)."""
-    table = catalog.create_table(f"jobs.t{next(_n)}", schema=SCHEMA, partition_by=["dt"])
+    table = catalog.create_table(next_name(), schema=SCHEMA, partition_by=["dt"])
     t = SparkTable(spark, table)
     for start in (0, 10):
         t.insert_into(spark.createDataFrame([(start + i, dt, float(i)) for i, dt in enumerate("abc")], SCHEMA))

@@ -10,9 +10,10 @@ pyarrow, so there uniqueness rests on the txn id in every name.
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,10 @@ DATA_DIR = "data"
 STAGING_PREFIX = "_acid_txn="
 
 
-def txn_of_staging_dir(name: str) -> str:
-    """The txn id a directory under data/ belongs to."""
+def txn_of_staging_dir(name: str) -> str | None:
+    """The txn id a directory under data/ belongs to; None for anything that is not a staging directory."""
+    if not name.startswith(STAGING_PREFIX) or len(name) == len(STAGING_PREFIX):
+        return None
     return name.removeprefix(STAGING_PREFIX)
 
 
@@ -99,6 +102,32 @@ class Storage:
     def staging_dir(self, txn_id: str) -> str:
         """Where a transaction writes its data files: one directory per transaction, never shared."""
         return f"{DATA_DIR}/{STAGING_PREFIX}{txn_id}"
+
+    def staged_by(self, path: str, txn_id: str) -> bool:
+        """Whether `path` lies inside the staging directory of transaction `txn_id` (after `..` and `//`
+        are resolved, so a spelling cannot climb out of it)."""
+        relative = self.relative(path)
+        if "://" in relative or relative.startswith("/"):
+            return False
+        return posixpath.normpath(relative).startswith(self.staging_dir(txn_id) + "/")
+
+    def discard_staged(self, txn_id: str, paths: Iterable[str] | None = None) -> list[str]:
+        """Delete what transaction `txn_id` staged: its whole staging directory (`paths=None`), or those
+        of `paths` that lie inside it. Returns what was deleted.
+
+        This is the one place a transaction's files are deleted (abort, a lost commit, the clean-up
+        after a commit), and it never looks outside the transaction's own staging directory: a path a
+        record lists as added may be a file the table already had (re-added with a deletion vector, or
+        a compaction output a rebase moved onto), and deleting it would delete committed data.
+        """
+        if paths is None:
+            staging = self.staging_dir(txn_id)
+            self.delete(staging)
+            return [staging]
+        doomed = [self.relative(p) for p in paths if self.staged_by(p, txn_id)]
+        for path in doomed:
+            self.delete(path)
+        return doomed
 
     def commit_file(self, txn_id: str, attempt: int) -> str:
         return f"{METADATA_DIR}/commits/{txn_id}-{attempt}.json"

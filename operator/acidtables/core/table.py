@@ -315,6 +315,8 @@ class Table:
         kept: list[str] = []
         for entry in storage.list_dir(DATA_DIR):
             txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
+            if txn_id is None:
+                continue  # not a staging directory: nothing this library staged, so never its to delete
             if txn_id in inflight:
                 kept.append(txn_id)
                 continue
@@ -324,16 +326,18 @@ class Table:
                 continue
             version = self.find_commit(txn_id)
             if version is None:
-                storage.delete(entry.path)
-                deleted.append(entry.path)
+                deleted += storage.discard_staged(txn_id)
                 continue
             record = self._records(version - 1, version)[0]
             referenced = {f.path for f in record.adds}
-            for f in files:
-                name = f.path.rsplit("/", 1)[-1]
-                if f.path not in referenced and not name.startswith((".", "_")) and name.endswith(".parquet"):
-                    storage.delete(f.path)
-                    deleted.append(f.path)
+            unreferenced = [
+                f.path
+                for f in files
+                if f.path not in referenced
+                and not f.path.rsplit("/", 1)[-1].startswith((".", "_"))
+                and f.path.endswith(".parquet")
+            ]
+            deleted += storage.discard_staged(txn_id, unreferenced)
         for entry in storage.list_dir(f"{METADATA_DIR}/commits"):
             txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
             if txn_id in inflight or now - entry.modified_at < grace_seconds:

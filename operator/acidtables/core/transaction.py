@@ -409,18 +409,15 @@ class Transaction:
         point nothing may raise, and cleanup removes leftovers later).
 
         With nothing to keep the whole staging directory goes, including files a failed job wrote but
-        never registered with add_files.
+        never registered with add_files. Only files under this transaction's own staging directory are
+        ever deleted (`Storage.discard_staged`): an added entry may name a file the table already had.
         """
         keep_set = set(keep)
-        staging = self._storage.staging_dir(self.txn_id)
         try:
-            if not keep_set:
-                self._storage.delete(staging)
-                doomed = [p for p in self._adds if not p.startswith(staging + "/")]
+            if keep_set:
+                self._storage.discard_staged(self.txn_id, [p for p in self._adds if p not in keep_set])
             else:
-                doomed = [p for p in self._adds if p not in keep_set]
-            for path in doomed:
-                self._storage.delete(path)
+                self._storage.discard_staged(self.txn_id)
         except OSError as exc:
             logger.warning(
                 "%s: could not delete staged files of txn %s (%s); cleanup will remove them",

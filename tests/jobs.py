@@ -178,10 +178,12 @@ def replay(table: Table) -> dict[int, set[str]]:
 
 def assert_files_intact(table: Table) -> None:
     """G4 on disk: every file of every retained snapshot exists and has its recorded size, so no path
-    (abort, a lost commit, cleanup, a rebase) has deleted or replaced a file a version still uses."""
+    (abort, a lost commit, cleanup, a rebase) has deleted or replaced a file a version still uses; and
+    none is empty (a job never adds a file with no live rows)."""
     storage = table.storage
     for version in range(table.version + 1):
         for f in table.snapshot(version=version).files:
+            assert f.live_rows > 0, f"{f.path}, live at version {version}, has no live rows"
             local = storage.absolute(f.path)
             assert os.path.isfile(local), f"{f.path}, live at version {version}, is gone"
             assert os.path.getsize(local) == f.size_bytes, (

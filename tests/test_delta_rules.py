@@ -414,3 +414,91 @@ def test_files_added_are_recorded_relative_to_the_location(catalog: Catalog) -> 
     j.tx.commit()  # type: ignore[attr-defined]
     [f] = table.snapshot().files
     assert isinstance(f, DataFile) and f.path.startswith("data/")
+
+
+# --- what a job read is recorded whatever it writes (§17, D-21, INS-R) ---------------------------------
+
+SETTINGS = ("files", "partitioned-dv", "rlc")
+
+
+def no_match(table: Table, op: str) -> DeltaJob:
+    """A DELETE / UPDATE / MERGE whose predicate (row 100 of p1) matches nothing: it writes nothing."""
+    tx = table.begin(op)
+    p = part(table)
+    assert tx.scan("id = 100" if p is None else f"dt = '{p}' AND id = 100") == []  # statistics prune every file
+    return DeltaJob(tx, op.upper(), Counter(), Counter())
+
+
+def reading_insert(table: Table, partition: str = "p1") -> DeltaJob:
+    """INS-R: an INSERT whose query read the target's partition (rows 1-8) and appends a derived row."""
+    tx = table.begin("insert_into")
+    p = part(table, partition)
+    tx.scan(None if p is None else f"dt = '{p}'")
+    token = f"d{next(_n)}"
+    tx.add_files([stage(tx, p, tokens=[token], ids=[300])])
+    return DeltaJob(tx, "INSERT", Counter(), Counter([token]))
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("op", ["delete", "update", "merge"])
+def test_a_write_that_matched_nothing_still_meets_an_append_of_what_it_read(
+    catalog: Catalog, level: str, setting: str, op: str
+) -> None:
+    # D-21: under Serializable no version may record L's delete and still hold E's matching row
+    table = make_table(catalog, setting, level)
+    seed(table)
+    later = no_match(table, op)
+    run(table, ins(table, row_id=100), later, ConcurrentAppendException if level == SER else None)
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_a_write_that_matched_nothing_is_recorded_with_its_read(catalog: Catalog, level: str, setting: str) -> None:
+    table = make_table(catalog, setting, level)
+    seed(table)
+    info = no_match(table, "delete").tx.commit()  # type: ignore[attr-defined]
+    record = table.commits(info.version)[0]
+    assert record.read_predicates and not record.blind_append and not (record.adds or record.removes)
+    assert info.time_version is not None  # a DELETE is a data operation even when it deleted nothing
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_an_insert_that_read_the_target_is_not_a_blind_append(catalog: Catalog, level: str, setting: str) -> None:
+    table = make_table(catalog, setting, level)
+    seed(table)
+    info = reading_insert(table).tx.commit()  # type: ignore[attr-defined]
+    assert info.is_blind_append is False
+    assert table.history(limit=1)[0].is_blind_append is False
+    assert table.commits(info.version)[0].op_class.value == "INS-R"
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("earlier", ["INS", "UPD", "DEL"])
+def test_an_insert_that_read_the_target_is_judged_like_a_merge(
+    catalog: Catalog, level: str, setting: str, earlier: str
+) -> None:
+    """Rules 4 and 5 apply to INS-R (S5 footnote 1): a blind append where it read fails it only under
+    Serializable; an UPDATE's new rows fail it at both levels; so does a DELETE's rewritten (or, with
+    deletion vectors, re-added) file, which rule 4 sees first, except at row level, where a re-added
+    file adds no row and L modifies none."""
+    table = make_table(catalog, setting, level)
+    seed(table)
+    winner = job(table, earlier)
+    later = reading_insert(table)
+    if earlier == "INS":
+        expected: type[Exception] | None = ConcurrentAppendException if level == SER else None
+    elif earlier == "UPD":
+        expected = ConcurrentAppendException
+    else:
+        expected = None if setting == "rlc" else ConcurrentAppendException
+    run(table, winner, later, expected)
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+def test_an_insert_that_read_one_partition_ignores_writes_to_another(catalog: Catalog, level: str) -> None:
+    table = make_table(catalog, "partitioned-dv", level)
+    seed(table)
+    run(table, modify(table, "update", partition="p2"), reading_insert(table, "p1"), None)

@@ -7,7 +7,17 @@ import inspect
 import pytest
 
 import acidtables.errors as public_errors
-from acidtables.core.errors import AcidTablesError, ConcurrentModificationException, TransactionConflictException
+from acidtables.core.errors import (
+    AcidTablesError,
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationException,
+    ConcurrentTransactionException,
+    MetadataChangedException,
+    ProtocolChangedException,
+    TransactionConflictException,
+)
 from acidtables.core.expressions import parse_predicate
 from acidtables.core.operations import IsolationLevel, OpClass, Operation, Policy
 from acidtables.core.records import (
@@ -105,10 +115,40 @@ def test_a_conflict_message_names_the_winner_the_partition_and_what_to_do() -> N
         scope="dt=2024-05-01",
     )
     assert str(exc).startswith(
-        "UPDATE on sales.orders [dt=2024-05-01] lost to INSERT INTO at version 42 (read version 40)"
+        "[ACIDTABLES_TRANSACTION_CONFLICT] UPDATE on sales.orders [dt=2024-05-01] lost to INSERT INTO at version 42 "
+        "(read version 40)"
     )
     assert "Nothing was committed" in str(exc) and "Re-run the job" in str(exc)
     assert exc.to_dict()["earlier_op"] == "II" and exc.to_dict()["winning_version"] == 42
+
+
+@pytest.mark.parametrize(
+    ("cls", "error_class"),
+    [
+        (ConcurrentAppendException, "DELTA_CONCURRENT_APPEND"),
+        (ConcurrentDeleteReadException, "DELTA_CONCURRENT_DELETE_READ"),
+        (ConcurrentDeleteDeleteException, "DELTA_CONCURRENT_DELETE_DELETE"),
+        (MetadataChangedException, "DELTA_METADATA_CHANGED"),
+        (ConcurrentTransactionException, "DELTA_CONCURRENT_TRANSACTION"),
+        (ProtocolChangedException, "DELTA_PROTOCOL_CHANGED"),
+    ],
+)
+def test_a_delta_conflict_carries_its_error_class_and_partition_hint(
+    cls: type[ConcurrentModificationException], error_class: str
+) -> None:
+    exc = cls(
+        table="sales.orders",
+        operation="UPDATE",
+        read_version=3,
+        winning_version=4,
+        winning_operation="INSERT INTO",
+        scope="dt=a; dt=b",
+        partition_hint="dt=b",
+    )
+    assert exc.error_class == error_class
+    assert str(exc).startswith(f"[{error_class}] UPDATE on sales.orders [dt=b] lost to INSERT INTO at version 4")
+    assert exc.partition_hint == "dt=b"
+    assert exc.to_dict()["error_class"] == error_class and exc.to_dict()["partition_hint"] == "dt=b"
 
 
 @pytest.mark.parametrize("name", ["insert into", "INSERT_INTO", "insert-into", Operation.INSERT_INTO])

@@ -274,6 +274,7 @@ class Committer:
             operation=record.operation.value,
             files_added=len(record.adds),
             files_removed=len(record.removes),
+            is_blind_append=record.blind_append,
         )
 
     def _cache_new_snapshot(self, record: CommitRecord) -> None:

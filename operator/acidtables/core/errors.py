@@ -77,6 +77,8 @@ class ConcurrentModificationException(AcidTablesError):
 
     #: a one-line account of what the winner did, per exception class
     reason = "a concurrent transaction changed what this transaction depends on"
+    #: Delta Lake's error class for this conflict (R8: delta-error-classes.json), first in the message
+    error_class = "DELTA_CONCURRENT_MODIFICATION"
 
     def __init__(
         self,
@@ -88,22 +90,27 @@ class ConcurrentModificationException(AcidTablesError):
         winning_operation: str,
         scope: str | None = None,
         detail: str | None = None,
+        partition_hint: str | None = None,
     ) -> None:
         self.table = table
         self.operation = operation
         self.read_version = read_version
         self.winning_version = winning_version
         self.winning_operation = winning_operation
+        #: the partitions the losing job targets (conflict-rules D-09), as `dt=a; dt=b`
         self.scope = scope
         self.detail = detail
+        #: the partition where the conflict happened (the file the rule tripped on), e.g. `dt=a`; None
+        #: for an unpartitioned table or a table-wide cause such as a metadata change
+        self.partition_hint = partition_hint
         super().__init__(self._message())
 
     def _message(self) -> str:
         detail = f" ({self.detail})" if self.detail else ""
         return (
-            f"{self.operation} on {self.table}{_partition_hint(self.scope)} lost to {self.winning_operation} "
-            f"at version {self.winning_version} (read version {self.read_version}): {self.reason}{detail}. "
-            f"Nothing was committed. {self.advice()}"
+            f"[{self.error_class}] {self.operation} on {self.table}{_partition_hint(self.partition_hint or self.scope)}"
+            f" lost to {self.winning_operation} at version {self.winning_version} (read version "
+            f"{self.read_version}): {self.reason}{detail}. Nothing was committed. {self.advice()}"
         )
 
     def advice(self) -> str:
@@ -113,6 +120,7 @@ class ConcurrentModificationException(AcidTablesError):
         """The conflict's fields, for `--json` output and the operator's status conditions."""
         return {
             "error": type(self).__name__,
+            "error_class": self.error_class,
             "message": str(self),
             "table": self.table,
             "operation": self.operation,
@@ -120,6 +128,7 @@ class ConcurrentModificationException(AcidTablesError):
             "winning_version": self.winning_version,
             "winning_operation": self.winning_operation,
             "scope": self.scope,
+            "partition_hint": self.partition_hint,
         }
 
 
@@ -127,6 +136,7 @@ class ConcurrentAppendException(ConcurrentModificationException):
     """A concurrent commit added data where this transaction read."""
 
     reason = "a concurrent commit added files in data this transaction read"
+    error_class = "DELTA_CONCURRENT_APPEND"
 
     def advice(self) -> str:
         return (
@@ -140,18 +150,21 @@ class ConcurrentDeleteReadException(ConcurrentModificationException):
     """A concurrent commit removed a file this transaction read."""
 
     reason = "a concurrent commit removed a file this transaction read"
+    error_class = "DELTA_CONCURRENT_DELETE_READ"
 
 
 class ConcurrentDeleteDeleteException(ConcurrentModificationException):
     """A concurrent commit removed a file this transaction also removes."""
 
     reason = "a concurrent commit removed a file this transaction also removes"
+    error_class = "DELTA_CONCURRENT_DELETE_DELETE"
 
 
 class MetadataChangedException(ConcurrentModificationException):
     """A concurrent commit changed the table's metadata (schema, properties, partitioning)."""
 
     reason = "a concurrent commit changed the table's metadata"
+    error_class = "DELTA_METADATA_CHANGED"
 
     def advice(self) -> str:
         return f"Re-run the job against the new metadata of version {self.winning_version}."
@@ -161,6 +174,7 @@ class ConcurrentTransactionException(ConcurrentModificationException):
     """A concurrent commit wrote for the same application id (idempotent writer) as this transaction."""
 
     reason = "a concurrent commit wrote for the same application id"
+    error_class = "DELTA_CONCURRENT_TRANSACTION"
 
     def advice(self) -> str:
         return (
@@ -173,6 +187,7 @@ class ProtocolChangedException(ConcurrentModificationException):
     """A concurrent commit changed the table protocol, or created the same table."""
 
     reason = "a concurrent commit changed the table protocol"
+    error_class = "DELTA_PROTOCOL_CHANGED"
 
     def advice(self) -> str:
         return f"Upgrade acidtables if needed, then re-run the job against version {self.winning_version}."
@@ -182,6 +197,7 @@ class TransactionConflictException(ConcurrentModificationException):
     """A MaxCompute matrix cell says the later job fails (conflict-rules D-02)."""
 
     reason = "the MaxCompute conflict matrix says the later job fails"
+    error_class = "ACIDTABLES_TRANSACTION_CONFLICT"
 
     def __init__(
         self,
@@ -195,6 +211,7 @@ class TransactionConflictException(ConcurrentModificationException):
         later_op: str,
         scope: str | None = None,
         detail: str | None = None,
+        partition_hint: str | None = None,
     ) -> None:
         self.earlier_op = earlier_op
         self.later_op = later_op
@@ -206,6 +223,7 @@ class TransactionConflictException(ConcurrentModificationException):
             winning_operation=winning_operation,
             scope=scope,
             detail=detail or f"{earlier_op} -> {later_op}",
+            partition_hint=partition_hint,
         )
 
     def to_dict(self) -> dict[str, Any]:

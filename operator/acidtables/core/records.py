@@ -34,6 +34,11 @@ class ColumnStats:
         return ColumnBounds(self.min, self.max, has_nulls, only_nulls)
 
 
+def partition_spec(partition: Mapping[str, Literal]) -> str | None:
+    """`{"dt": "a", "p": 1}` as `dt=a,p=1`, the way conflict messages and partition hints spell it."""
+    return ",".join(f"{k}={v}" for k, v in partition.items()) or None
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One immutable data file as the log sees it."""
@@ -62,6 +67,11 @@ class DataFile:
     added_version: int | None = None
     #: anything a layer above core needs to keep with the file (never interpreted by core)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def partition_spec(self) -> str | None:
+        """The partition as conflict messages name it (`dt=2026-11-01`); None when unpartitioned."""
+        return partition_spec(self.partition)
 
     @property
     def live_rows(self) -> int:
@@ -297,7 +307,7 @@ class Scope:
         """The partition hint conflict messages print, e.g. `dt=2026-11-01`."""
         if self.partitions is None:
             return None
-        names = [",".join(f"{k}={v}" for k, v in p.items()) for p in self.partitions if p]
+        names = [spec for p in self.partitions if (spec := partition_spec(p))]
         if not names:
             return None
         return "; ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

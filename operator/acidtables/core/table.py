@@ -64,6 +64,8 @@ class HistoryEntry:
     rows_added: int
     rows_removed: int
     user_metadata: Mapping[str, str]
+    #: True for an append that read nothing of the table (Delta's isBlindAppend)
+    is_blind_append: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,7 @@ class HistoryEntry:
             "rows_added": self.rows_added,
             "rows_removed": self.rows_removed,
             "user_metadata": dict(self.user_metadata),
+            "is_blind_append": self.is_blind_append,
         }
 
 
@@ -244,6 +247,7 @@ class Table:
                     rows_added=sum(f.live_rows for f in r.adds),
                     rows_removed=sum(f.live_rows for f in r.removes),
                     user_metadata=r.user_metadata,
+                    is_blind_append=r.blind_append,
                 )
             )
         return out
@@ -256,11 +260,15 @@ class Table:
         start_time: TimeLike | None = None,
         end_time: TimeLike | None = None,
         include_rewrites: bool = False,
+        single_schema: bool = False,
     ) -> list[Change]:
         """Logical changes in an ID-version range or a time range (both ends inclusive).
 
         Compaction and clustering rewrite files without changing data, so they are left out (D-18);
         `include_rewrites=True` lists their physical files too, for diagnostics, by ID version only.
+        With `single_schema=True` (readers that return rows, which need one schema for the whole range),
+        a range that crosses a metadata change raises InvalidArgumentError naming the version to read
+        from, instead of mixing rows of two schemas.
         """
         by_time = start_time is not None or end_time is not None
         if by_time and (start_version is not None or end_version is not None):
@@ -279,7 +287,8 @@ class Table:
             if not found:
                 return []
             wanted = {v for _, v in found}
-            records = [r for r in self._records(min(wanted) - 1, max(wanted)) if r.version in wanted]
+            span = self._records(min(wanted) - 1, max(wanted))
+            records = [r for r in span if r.version in wanted]
         else:
             start = 1 if start_version is None else start_version
             end = head_version if end_version is None else end_version
@@ -290,7 +299,9 @@ class Table:
                 raise InvalidArgumentError(f"changes(): start_version {start} is after end_version {end}")
             if end > head_version:
                 raise VersionNotFoundError(f"{self.name} has no version {end}; the newest is {head_version}")
-            records = self._records(start - 1, end)
+            span = records = self._records(start - 1, end)
+        if single_schema:
+            self._check_one_schema(span)
         out = []
         for r in records:
             if r.operation in REWRITES and not include_rewrites:
@@ -299,6 +310,18 @@ class Table:
                 continue
             out.append(Change(r.version, to_datetime(r.time_version), r.operation.display, r.adds, r.removes))
         return out
+
+    def _check_one_schema(self, records: list[CommitRecord]) -> None:
+        """Refuse a change range whose rows would have two schemas (a metadata change after its start)."""
+        for r in records[1:]:
+            if r.metadata is not None:
+                first = records[0].version
+                raise InvalidArgumentError(
+                    f"changes(): the metadata of {self.name} changed at version {r.version} "
+                    f"({r.operation.display}), inside the range that starts at version {first}; rows before and "
+                    f"after it have different schemas. Read the changes up to version {r.version - 1}, then from "
+                    f"version {r.version} on"
+                )
 
     # --- maintenance ---------------------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ class CommitInfo:
     skipped: bool = False
     files_added: int = 0
     files_removed: int = 0
+    #: True for an append that read nothing of the table (Delta's isBlindAppend, conflict-rules §1.3 INS)
+    is_blind_append: bool = False
 
 
 @dataclass
@@ -150,6 +152,11 @@ class Transaction:
             raise InvalidArgumentError(
                 f"{method}(): {file.path} has partition values for {sorted(file.partition)} but "
                 f"{self.table_name} is partitioned by {sorted(partition_by)}"
+            )
+        if file.live_rows <= 0:
+            raise InvalidArgumentError(
+                f"{method}(): {file.path} has no live rows; a job never adds an empty file (to drop every row of "
+                "a file, remove it)"
             )
         return replace(file, path=self._storage.relative(file.path), added_version=None)
 
@@ -261,37 +268,39 @@ class Transaction:
         add_columns: str | Sequence[Column] | None = None,
         properties: Mapping[str, str] | None = None,
         isolation_level: str | None = None,
+        method: str = "alter_table",
     ) -> None:
-        """A metadata change (ALTER); it fails every overlapping write (seed 004, D-13, D-32)."""
+        """A metadata change (ALTER, or a write's schema evolution); it fails every overlapping write
+        (seed 004, D-13, D-32). `method` is the call errors name (`insert_into` for merge_schema=True)."""
         self._check_open("update_metadata")
         from .operations import IsolationLevel, Policy
 
         current = self._new_metadata or self.metadata
         changes: dict[str, Any] = {}
         if add_columns:
-            new = parse_schema(add_columns, method="alter_table")
+            new = parse_schema(add_columns, method=method)
             existing = {c.name.lower() for c in current.columns}
             clash = [c.name for c in new if c.name.lower() in existing]
             if clash:
-                raise InvalidArgumentError(f"alter_table(): column(s) {clash} already exist in {self.table_name}")
+                raise InvalidArgumentError(f"{method}(): column(s) {clash} already exist in {self.table_name}")
             changes["columns"] = current.columns + tuple(Column(c.name, c.type, True) for c in new)
         if properties:
             changes["properties"] = {**current.properties, **{str(k): str(v) for k, v in properties.items()}}
         if isolation_level is not None:
             if current.conflict_policy is not Policy.DELTA:
                 raise InvalidArgumentError(
-                    f"alter_table(): isolation_level applies to the delta policy only; {self.table_name} uses "
+                    f"{method}(): isolation_level applies to the delta policy only; {self.table_name} uses "
                     f"{current.conflict_policy.value}"
                 )
             try:
                 changes["isolation_level"] = IsolationLevel(isolation_level)
             except ValueError:
                 raise InvalidArgumentError(
-                    f"alter_table(): isolation_level={isolation_level!r}; use Serializable or WriteSerializable"
+                    f"{method}(): isolation_level={isolation_level!r}; use Serializable or WriteSerializable"
                 ) from None
         if not changes:
             raise InvalidArgumentError(
-                "alter_table(): nothing to change; give add_columns, properties or isolation_level"
+                f"{method}(): nothing to change; give add_columns, properties or isolation_level"
             )
         self._new_metadata = replace(current, **changes)
 

@@ -106,6 +106,11 @@ def write_staged(
             value = unquote(raw)
             partition[column] = typed_partition_value(meta, column, None if value == HIVE_NULL else value)
         rows, stats = footer(storage, info.path)
+        if rows == 0:
+            # Spark writes a row-less file for an empty result; a job never adds one (a DELETE that
+            # empties a file only removes it), so it goes at once
+            storage.discard_staged(tx.txn_id, [info.path])
+            continue
         files.append(
             DataFile(
                 path=info.path,
@@ -136,13 +141,17 @@ def without_file_scheme(path: str) -> str:
 def with_deletion_vectors(
     storage: Storage, files: Iterable[DataFile], positions: dict[str, set[int]]
 ) -> list[DataFile]:
-    """New entries for `files` hiding `positions` (keyed by file_key) on top of their current vectors."""
+    """New entries for `files` hiding `positions` (keyed by file_key) on top of their current vectors.
+
+    A file whose every row would be hidden gets no new entry: the caller's removal of it is the whole
+    change, so the table never keeps a file with no live rows."""
     out = []
     for f in files:
         hide = positions.get(file_key(storage, f))
         if hide:
             merged = tuple(sorted(set(f.deletion_vector or ()) | hide))
-            out.append(replace(f, deletion_vector=merged, added_version=None))
+            if len(merged) < f.rows:
+                out.append(replace(f, deletion_vector=merged, added_version=None))
     return out
 
 

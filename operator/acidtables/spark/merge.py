@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import parse_target_predicate
+from acidtables.core.records import Column as Column_
 from acidtables.core.records import TableMetadata
 from acidtables.core.table import Table
 from acidtables.core.transaction import CommitInfo, Transaction
@@ -28,7 +29,7 @@ from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds
 from .prepared import Prepared, preparing
 from .scan import read_snapshot_rows
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type
 
 TARGET, SOURCE = "t", "s"
 _T_MARK, _S_MARK, _ACTION = "_acid_t", "_acid_s", "_acid_action"
@@ -51,12 +52,19 @@ class MergeBuilder:
     condition: str
     matched: tuple[Clause, ...] = ()
     not_matched: tuple[Clause, ...] = ()
+    #: Delta's schema auto-merge: source columns the target lacks, named by a *_all clause or an
+    #: assignment, are added to the table in the same commit
+    merge_schema: bool = False
 
     @staticmethod
-    def start(spark: SparkSession, table: Table, source: DataFrame, condition: str) -> MergeBuilder:
+    def start(
+        spark: SparkSession, table: Table, source: DataFrame, condition: str, *, merge_schema: bool = False
+    ) -> MergeBuilder:
         if not isinstance(condition, str) or not condition.strip():
             raise InvalidArgumentError('merge(): the condition must be a SQL string such as "t.id = s.id"')
-        return MergeBuilder(spark, table, source, condition)
+        if not isinstance(merge_schema, bool):
+            raise InvalidArgumentError(f"merge(): merge_schema must be True or False, found {merge_schema!r}")
+        return MergeBuilder(spark, table, source, condition, merge_schema=merge_schema)
 
     def _add(self, clause: Clause, *, matched: bool, method: str) -> MergeBuilder:
         if clause.condition is not None and not isinstance(clause.condition, str):
@@ -99,7 +107,29 @@ class MergeBuilder:
         return prepared.commit() if commit else prepared
 
 
-def _values(meta: TableMetadata, clause: Clause, source_columns: set[str], *, base: str) -> list[Column]:
+def _evolved_columns(merge: MergeBuilder, meta: TableMetadata) -> list[Column_]:
+    """With merge_schema, the source columns the table lacks that a clause writes: every one for a
+    *_all clause, else those an assignment names."""
+    if not merge.merge_schema:
+        return []
+    missing = new_columns(merge.source, meta)
+    clauses = (*merge.matched, *merge.not_matched)
+    if any(c.values is None for c in clauses):
+        return missing
+    named = {k.lower() for c in clauses for k in (c.values or {})}
+    return [c for c in missing if c.name.lower() in named]
+
+
+def _target(column: str, meta: TableMetadata, read_columns: set[str]) -> Column:
+    """The target row's value of `column`; NULL for a column this merge adds to the table."""
+    if column in read_columns:
+        return F.col(f"{TARGET}.`{column}`").alias(column)
+    return F.lit(None).cast(spark_type(next(c.type for c in meta.columns if c.name == column))).alias(column)
+
+
+def _values(
+    meta: TableMetadata, clause: Clause, source_columns: set[str], *, base: str, read_columns: set[str]
+) -> list[Column]:
     """The table's columns for an updated or inserted row; unnamed columns keep the target's value
     (update) or are NULL (insert)."""
     by_lower = {c.name.lower(): c.name for c in meta.columns}
@@ -124,7 +154,7 @@ def _values(meta: TableMetadata, clause: Clause, source_columns: set[str], *, ba
         if c.name in given:
             out.append(F.expr(given[c.name]).cast(spark_type(c.type)).alias(c.name))
         elif base == TARGET:
-            out.append(F.col(f"{TARGET}.`{c.name}`").alias(c.name))
+            out.append(_target(c.name, meta, read_columns))
         else:
             out.append(F.lit(None).cast(spark_type(c.type)).alias(c.name))
     return out
@@ -135,6 +165,9 @@ def _run(merge: MergeBuilder) -> Prepared:
     tx = table.begin("merge")
     with preparing(tx):
         meta, storage = tx.metadata, tx.storage
+        evolved = _evolved_columns(merge, meta)
+        if evolved:
+            tx.update_metadata(add_columns=evolved, method="merge")
         expr = parse_target_predicate(merge.condition, meta.column_names, TARGET)
         # primary-key tables prune by partition only: see modify._merge_on_read
         files = tx.snapshot.prune(expr, partitions_only=bool(meta.primary_key))
@@ -158,7 +191,8 @@ def _run(merge: MergeBuilder) -> Prepared:
 
 
 def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Column) -> Prepared:
-    meta = tx.metadata
+    read_columns = set(tx.metadata.column_names)
+    meta = tx.target_metadata  # the read columns plus any merge_schema added
     if merge.matched:
         doubled = joined.filter(matched).groupBy(f"{TARGET}.{FILE}", f"{TARGET}.{ROW}").count().filter("count > 1")
         if doubled.limit(1).count():
@@ -172,11 +206,13 @@ def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Col
     for i, clause in enumerate(merge.matched):
         rows = joined.filter(F.col(_ACTION) == f"m{i}")
         if clause.kind == "update":
-            changed.append(rows.select(*_values(meta, clause, source_columns, base=TARGET)))
+            changed.append(rows.select(*_values(meta, clause, source_columns, base=TARGET, read_columns=read_columns)))
         else:
             deleted.append(rows)
     inserted = [
-        joined.filter(F.col(_ACTION) == f"n{i}").select(*_values(meta, c, source_columns, base=SOURCE))
+        joined.filter(F.col(_ACTION) == f"n{i}").select(
+            *_values(meta, c, source_columns, base=SOURCE, read_columns=read_columns)
+        )
         for i, c in enumerate(merge.not_matched)
     ]
     touched_rows = joined.filter(F.col(_ACTION).startswith("m"))
@@ -188,7 +224,7 @@ def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Col
             frames.append(
                 rows.select(
                     *[
-                        F.col(f"{TARGET}.`{c.name}`").alias(c.name)
+                        _target(c.name, meta, read_columns)
                         if c.name in key_columns
                         else F.lit(None).cast(spark_type(c.type)).alias(c.name)
                         for c in meta.columns
@@ -213,7 +249,7 @@ def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Col
         victims = [snapshot_files[name] for name in touched]
         untouched_rows = joined.filter(
             F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~F.col(_ACTION).startswith("m"))
-        ).select(*[F.col(f"{TARGET}.`{c.name}`").alias(c.name) for c in meta.columns])
+        ).select(*[_target(c.name, meta, read_columns) for c in meta.columns])
         tx.remove_files(victims)
         out = _union([untouched_rows, *changed, *inserted] if victims else [*changed, *inserted])
     if out is not None:

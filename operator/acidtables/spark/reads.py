@@ -11,7 +11,7 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from acidtables.core.expressions import parse_predicate
 from acidtables.core.records import DataFile
@@ -98,7 +98,7 @@ def changes(
 ) -> DataFrame:
     """Row-level changes (`_change_type` insert/delete, or upsert/delete on primary-key tables) of the
     data commits in a range; compaction and clustering are not changes (D-18)."""
-    found = table.changes(start_version, end_version, start_time=start_time, end_time=end_time)
+    found = table.changes(start_version, end_version, start_time=start_time, end_time=end_time, single_schema=True)
     snapshot = table.snapshot()
     frames = [
         f
@@ -135,6 +135,7 @@ def history(spark: SparkSession, table: Table, limit: int | None = None) -> Data
             StructField("files_removed", LongType()),
             StructField("rows_added", LongType()),
             StructField("rows_removed", LongType()),
+            StructField("is_blind_append", BooleanType()),
         ]
     )
     rows = [
@@ -150,6 +151,7 @@ def history(spark: SparkSession, table: Table, limit: int | None = None) -> Data
             h.files_removed,
             h.rows_added,
             h.rows_removed,
+            h.is_blind_append,
         )
         for h in table.history(limit)
     ]

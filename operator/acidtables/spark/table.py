@@ -84,9 +84,14 @@ class SparkTable:
     def delete(self, condition: str | None = None, *, commit: bool = True) -> Result:
         return _finish(modify.modify(self.spark, self.table, "delete", condition), commit)
 
-    def merge(self, source: DataFrame, condition: str) -> MergeBuilder:
-        """Start a MERGE; add clauses, then `.execute()`. Aliases: `t` is this table, `s` the source."""
-        return MergeBuilder.start(self.spark, self.table, self._check_df(source, "merge"), condition)
+    def merge(self, source: DataFrame, condition: str, *, merge_schema: bool = False) -> MergeBuilder:
+        """Start a MERGE; add clauses, then `.execute()`. Aliases: `t` is this table, `s` the source.
+
+        With `merge_schema=True` source columns the table lacks, written by an *_all clause or named in
+        an assignment, are added to the table in the same commit (Delta's schema auto-merge)."""
+        return MergeBuilder.start(
+            self.spark, self.table, self._check_df(source, "merge"), condition, merge_schema=merge_schema
+        )
 
     def compact(
         self, kind: str = "minor", *, where: str | None = None, target_file_bytes: int = 128 << 20, commit: bool = True

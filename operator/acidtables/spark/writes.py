@@ -57,7 +57,7 @@ def prepare_rows(df: DataFrame, tx: Transaction, *, method: str, merge_schema: b
     if merge_schema:
         added = new_columns(df, meta)
         if added:
-            tx.update_metadata(add_columns=added)
+            tx.update_metadata(add_columns=added, method=method)
             meta = tx.target_metadata
     rows = conform(df, meta, method=method)
     if meta.primary_key:

@@ -18,7 +18,7 @@ from ..errors import (
     ProtocolChangedException,
 )
 from ..operations import Operation
-from ..records import CommitRecord, TableMetadata
+from ..records import CommitRecord, DataFile, TableMetadata
 
 Verdict: TypeAlias = CommitRecord | ConcurrentModificationException
 
@@ -36,7 +36,11 @@ def conflict(
     intent: CommitRecord,
     table: TableMetadata,
     detail: str | None = None,
+    *,
+    file: DataFile | None = None,
 ) -> ConcurrentModificationException:
+    """The exception for a rule that failed; `file` is the file it tripped on, whose partition becomes
+    the exception's partition hint."""
     scope = intent.scope.describe() or winner.scope.describe()
     return cls(
         table=table.name,
@@ -46,6 +50,7 @@ def conflict(
         winning_operation=winner.operation.display,
         scope=scope,
         detail=detail,
+        partition_hint=file.partition_spec if file is not None else None,
     )
 
 

@@ -21,7 +21,7 @@ from ..errors import (
     ConcurrentDeleteReadException,
     ConcurrentModificationException,
 )
-from ..expressions import might_match
+from ..expressions import might_match, restrict_to_columns
 from ..operations import IsolationLevel, OpClass
 from ..records import CommitRecord, DataFile, TableMetadata
 from .common import Verdict, conflict, protocol_or_metadata_changed, same_application
@@ -47,8 +47,11 @@ def concurrent_append(
     """Rule 4: the winner added data where this transaction read."""
     if intent.blind_append:
         return None
-    if not intent.changes_data:
-        return None  # a compaction or an empty commit: snapshot isolation (R7)
+    if not intent.operation.changes_data:
+        # A compaction, clustering or ALTER: snapshot isolation (R7). Decided by the operation, not by
+        # what the commit ended up writing: a DELETE whose predicate matched nothing writes nothing,
+        # yet it read, and a concurrent append of matching rows must still fail it (D-21, D-23).
+        return None
     write_serializable = (
         intent.isolation_level or IsolationLevel.WRITE_SERIALIZABLE
     ) is IsolationLevel.WRITE_SERIALIZABLE
@@ -61,17 +64,27 @@ def concurrent_append(
     if rows:
         # rows: a deletion-vector update re-adds the same file, which adds no row
         candidates = [f for f in candidates if f.path not in rewritten]
+    if rows:
+        predicates = list(intent.read_predicates)
+    else:
+        # Without RLC only partition values are compared: a predicate's data-column parts widen to TRUE,
+        # so one that mixes columns with no partition filter to extract (`p = 1 OR year > 2019`) reads
+        # the whole table and meets every added file, whatever the file's statistics say.
+        partition_columns = frozenset(table.partition_by)
+        predicates = [restrict_to_columns(p, partition_columns) for p in intent.read_predicates]
     for file in candidates:
-        if intent.reads_whole_table:
-            return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}")
         bounds = file.bounds() if rows else file.partition_bounds()
-        if any(might_match(p, bounds) for p in intent.read_predicates):
-            return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}")
+        if intent.reads_whole_table or any(might_match(p, bounds) for p in predicates):
+            return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}", file=file)
     return None
 
 
 def _new_positions(before: DataFile, after: DataFile) -> set[int]:
     return set(after.deletion_vector or ()) - set(before.deletion_vector or ())
+
+
+def _live_positions(file: DataFile) -> set[int]:
+    return set(range(file.rows)) - set(file.deletion_vector or ())
 
 
 def _map_onto_output(output: DataFile, inputs: dict[str, DataFile], path: str, positions: set[int]) -> set[int]:
@@ -110,18 +123,12 @@ def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata
             removes.append(old)
             continue
         mine = l_added.get(old.path)
-        if mine is None:
-            if intent.op_class in (OpClass.OPT, OpClass.OPTZ):
-                removes.append(old)  # rule 6 decides what happens to a compaction's inputs
-                continue
-            return conflict(
-                ConcurrentDeleteReadException,
-                winner,
-                intent,
-                table,
-                f"{old.path} is rewritten by both; it has no deletion vector to merge",
-            )
-        ours = _new_positions(old, mine)
+        if mine is None and intent.op_class in (OpClass.OPT, OpClass.OPTZ):
+            removes.append(old)  # rule 6 decides what happens to a compaction's inputs
+            continue
+        # A job that deleted every live row of a file removes it instead of re-adding it with a full
+        # deletion vector: as rows, it hid all of them.
+        ours = _new_positions(old, mine) if mine is not None else _live_positions(old)
         theirs = w_added.get(old.path)
         if theirs is not None:
             # both only hid rows of the same file: fine unless a row is in both (D-23)
@@ -132,9 +139,12 @@ def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata
                     intent,
                     table,
                     f"a row of {old.path} was deleted or modified by both",
+                    file=old,
                 )
             removes.append(theirs)
-            l_added[old.path] = replace(mine, deletion_vector=tuple(sorted(set(theirs.deletion_vector or ()) | ours)))
+            if mine is not None:
+                merged = tuple(sorted(set(theirs.deletion_vector or ()) | ours))
+                l_added[old.path] = replace(mine, deletion_vector=merged)
             continue
         outputs = [o for o in winner.adds if old.path in o.lineage]
         if not (
@@ -144,7 +154,9 @@ def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata
             and all(p in w_removed for p in outputs[0].lineage)
         ):
             # D-25: no row ids to follow the rows to their new file; fall back to the file-level rule
-            return conflict(ConcurrentDeleteReadException, winner, intent, table, f"{old.path} was rewritten")
+            return conflict(
+                ConcurrentDeleteReadException, winner, intent, table, f"{old.path} was rewritten", file=old
+            )
         output = moved.get(outputs[0].path, outputs[0])
         mapped = _map_onto_output(output, w_removed, old.path, ours)
         moved[output.path] = replace(
@@ -164,12 +176,19 @@ def concurrent_delete_read(
     """Rule 5: the winner removed a file this transaction read (or any file, if it read the whole table)."""
     if table.rlc_in_effect or (table.deletion_vectors and winner.op_class is OpClass.OPT):
         return None  # the row-level form of this rule ran in rebase_rows
-    removed = winner.removed_paths()
-    hit = sorted(removed & set(intent.read_files))
-    if hit:
-        return conflict(ConcurrentDeleteReadException, winner, intent, table, f"removed {hit[0]}")
-    if intent.reads_whole_table and removed:
-        return conflict(ConcurrentDeleteReadException, winner, intent, table, "this transaction read the whole table")
+    read = set(intent.read_files)
+    for file in winner.removes:
+        if file.path in read:
+            return conflict(ConcurrentDeleteReadException, winner, intent, table, f"removed {file.path}", file=file)
+    if intent.reads_whole_table and winner.removes:
+        return conflict(
+            ConcurrentDeleteReadException,
+            winner,
+            intent,
+            table,
+            "this transaction read the whole table",
+            file=winner.removes[0],
+        )
     return None
 
 
@@ -195,7 +214,8 @@ def concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: 
         if both <= dropped_inputs:
             removes = tuple(f for f in intent.removes if f.path not in dropped_inputs)
             return replace(intent, adds=tuple(kept_adds), removes=removes)
-    return conflict(ConcurrentDeleteDeleteException, winner, intent, table, f"both remove {sorted(both)[0]}")
+    first = min((f for f in intent.removes if f.path in both), key=lambda f: f.path)
+    return conflict(ConcurrentDeleteDeleteException, winner, intent, table, f"both remove {first.path}", file=first)
 
 
 def judge(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from tests.spark_jobs import SCHEMA, Job, dele, ins, next_name, rows, run, upd
 
 from acidtables import Catalog
@@ -328,3 +329,167 @@ def test_changes_across_a_schema_change_name_the_version_to_read_from(
     newer: list[Any] = t.changes(changed, t.table.version).collect()
     assert {r["id"] for r in newer} == {70}
     assert len(t.changes(1, changed - 1).collect()) == 8
+
+
+# --- reads inside writes: a source read from the target (INS-R, S5 footnote 1) ------------------------
+
+
+def source_of(kind: str, t: SparkTable, catalog: Catalog) -> DataFrame:
+    """Rows derived from partition a of `t` (ids + 100), read the way `kind` says."""
+    spark = t.spark
+    if kind == "read-filter":
+        read = t.read().filter("dt = 'a'")
+    elif kind == "read-where":
+        read = t.read(where="dt = 'a'")
+    elif kind == "location":
+        read = spark.read.parquet(f"{t.table.location}/data").filter("dt = 'a'").select("id", "dt", "amount")
+    else:
+        etcd = catalog.settings.etcd
+        read = (
+            spark.read.format("acidtables")
+            .option("etcd.endpoints", ",".join(etcd.endpoints))
+            .option("etcd.prefix", etcd.prefix)
+            .option("warehouse", catalog.settings.warehouse)
+            .load(t.name)
+            .filter("dt = 'a'")
+        )
+    return read.select((F.col("id") + 100).alias("id"), "dt", "amount")
+
+
+def insert_from(kind: str, catalog: Catalog) -> Job:
+    def job(t: SparkTable) -> Prepared:
+        prepared = t.insert_into(source_of(kind, t, catalog), commit=False)
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    return job
+
+
+SOURCES = ["read-filter", "read-where", "location", "data-source"]
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_an_insert_whose_source_read_the_target_is_not_a_blind_append(
+    spark: SparkSession, catalog: Catalog, kind: str
+) -> None:
+    t = two_file_table(spark, catalog, WS, dv=False, partitioned=True)
+    info = insert_from(kind, catalog)(t).commit()
+    assert info.is_blind_append is False
+    assert t.table.history(limit=1)[0].is_blind_append is False
+    record = t.table.commits(info.version, info.version)[0]
+    assert record.op_class.value == "INS-R" and record.read_files
+    assert sorted(r[0] for r in rows(t) if r[0] >= 100) == [101, 103, 111, 113]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("kind", SOURCES)
+def test_an_insert_that_read_a_partition_meets_a_blind_append_there_under_serializable(
+    spark: SparkSession, catalog: Catalog, level: str, kind: str
+) -> None:
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, ins([(50, "a", 5.0)]), insert_from(kind, catalog), ConcurrentAppendException if level == SER else None)
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+def test_an_insert_that_read_one_partition_ignores_an_append_to_another(
+    spark: SparkSession, catalog: Catalog, kind: str
+) -> None:
+    # Serializable: only what was read decides. The data source applies no pushed filter: a whole-table read.
+    t = two_file_table(spark, catalog, SER, dv=False, partitioned=True)
+    expected = ConcurrentAppendException if kind == "data-source" else None
+    outcome(t, ins([(50, "b", 5.0)]), insert_from(kind, catalog), expected)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("kind", SOURCES)
+def test_an_insert_that_read_a_partition_meets_rewrites_and_removals_there(
+    spark: SparkSession, catalog: Catalog, level: str, kind: str
+) -> None:
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, dele("dt = 'a' AND id = 1"), insert_from(kind, catalog), ConcurrentAppendException)  # rule 4
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, dele("dt = 'a'"), insert_from(kind, catalog), ConcurrentDeleteReadException)  # rule 5
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_scan_of_the_target_counts_even_one_the_write_does_not_write_to(
+    spark: SparkSession, catalog: Catalog, level: str
+) -> None:
+    """The job read partition a (for a maximum) and partition b (its rows), and writes only into b."""
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+
+    def job(t: SparkTable) -> Prepared:
+        top = t.read().filter("dt = 'a'").agg(F.max("id").alias("top"))
+        source = (
+            t.read().filter("dt = 'b'").crossJoin(top).select((F.col("id") + F.col("top")).alias("id"), "dt", "amount")
+        )
+        prepared = t.insert_into(source, commit=False)
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_an_aggregate_over_the_whole_table_is_a_whole_table_read(
+    spark: SparkSession, catalog: Catalog, level: str
+) -> None:
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+
+    def job(t: SparkTable) -> Prepared:
+        total = t.read().agg((F.max("id") + 1).alias("id"), F.lit("c").alias("dt"), F.sum("amount").alias("amount"))
+        prepared = t.insert_into(total, commit=False)
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    outcome(t, ins([(50, "b", 5.0)]), job, ConcurrentAppendException if level == SER else None)
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, dele("dt = 'b'"), job, ConcurrentDeleteReadException)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_merge_whose_source_read_the_target_read_that_partition_too(
+    spark: SparkSession, catalog: Catalog, level: str
+) -> None:
+    """The MERGE's own condition reads partition b only; its source read partition a."""
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+
+    def job(t: SparkTable) -> Prepared:
+        source = t.read().filter("dt = 'a'").select((F.col("id") + 100).alias("id"), F.lit("b").alias("dt"), "amount")
+        builder = t.merge(source, "t.id = s.id AND t.dt = 'b'").when_not_matched_insert_all()
+        prepared = builder.execute(commit=False)
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_an_overwrite_whose_source_read_another_partition_read_it(
+    spark: SparkSession, catalog: Catalog, level: str
+) -> None:
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+
+    def job(t: SparkTable) -> Prepared:
+        source = t.read().filter("dt = 'a'").select("id", F.lit("b").alias("dt"), "amount")
+        prepared = t.insert_overwrite(source, partition={"dt": "b"}, commit=False)
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
+
+
+@pytest.mark.parametrize("appended", [4, 60])
+def test_with_row_level_concurrency_a_reading_insert_compares_rows(
+    spark: SparkSession, catalog: Catalog, appended: int
+) -> None:
+    t = two_file_table(spark, catalog, SER, dv=True, partitioned=False)
+
+    def job(t: SparkTable) -> Prepared:
+        prepared = t.insert_into(
+            t.read().filter("id < 5").select((F.col("id") + 100).alias("id"), "dt", "amount"), commit=False
+        )
+        assert isinstance(prepared, Prepared)
+        return prepared
+
+    outcome(t, ins([(appended, "a", 0.0)]), job, ConcurrentAppendException if appended < 5 else None)

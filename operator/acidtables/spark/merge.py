@@ -30,6 +30,7 @@ from .modify import holds
 from .prepared import Prepared, preparing
 from .scan import read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type
+from .source_reads import record_source_reads
 
 TARGET, SOURCE = "t", "s"
 _T_MARK, _S_MARK, _ACTION = "_acid_t", "_acid_s", "_acid_action"
@@ -165,6 +166,7 @@ def _run(merge: MergeBuilder) -> Prepared:
     tx = table.begin("merge")
     with preparing(tx):
         meta, storage = tx.metadata, tx.storage
+        record_source_reads(merge.source, tx)  # a source read from the target is a read of it too
         evolved = _evolved_columns(merge, meta)
         if evolved:
             tx.update_metadata(add_columns=evolved, method="merge")

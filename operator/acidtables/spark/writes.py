@@ -31,6 +31,7 @@ from .schema import (
     new_columns,
     spark_type,
 )
+from .source_reads import record_source_reads
 
 
 def _sql_literal(value: Literal) -> str:
@@ -76,6 +77,7 @@ def _kind(tx: Transaction, *, overwrite: bool) -> str:
 def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> Prepared:
     tx = table.begin("insert_into")
     with preparing(tx):
+        record_source_reads(df, tx)  # an insert that read its own table is not a blind append (INS-R)
         rows = prepare_rows(df, tx, method="insert_into", merge_schema=merge_schema)
         files = write_staged(rows, tx, kind=_kind(tx, overwrite=False))
         tx.add_files(files)
@@ -112,6 +114,7 @@ def insert_overwrite(
         raise InvalidArgumentError(f"{method}(): give partition= or dynamic=True, not both")
     tx = table.begin("insert_overwrite")
     with preparing(tx):
+        record_source_reads(df, tx)
         meta = tx.metadata
         if (partition is not None or dynamic) and not meta.partition_by:
             raise InvalidArgumentError(f"{method}(): {meta.name} is not partitioned")

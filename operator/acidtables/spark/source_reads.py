@@ -1,0 +1,149 @@
+"""What a write's source DataFrame read of the table it writes to (conflict-rules §1.3 INS-R, §17).
+
+Delta tracks every read of the target inside a transaction: an INSERT whose query read the target is
+not a blind append, and a MERGE or overwrite whose source read the target read that much more. A
+source here is a DataFrame built before the write, so its reads are found in its physical plan, each
+scan of the table's files (from `SparkTable.read`, Spark reading the location itself, or a join or
+aggregate over either) with the filters Spark pushed into it, and each scan of the `acidtables` data
+source naming the table. Every scan is recorded: a job that filtered `dt = 'x'` and then `dt = 'y'`
+read both, even if it writes only `dt = 'y'`.
+
+What is recorded never under-states a read: pushed filters are conjuncts of the query's own filters,
+so their AND selects at least the rows the query read; a scan with no filter Spark pushed, and every
+scan of the data source (which applies no pushed filters), is a read of the whole table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from pyspark.sql import DataFrame
+
+from acidtables.core.expressions import Expr, might_match, parse_predicate
+from acidtables.core.records import DataFile
+from acidtables.core.transaction import Transaction
+
+from .files import file_key, without_file_scheme
+
+logger = logging.getLogger(__name__)
+
+_FILE_SCAN = "FileSourceScanExec"
+_DATA_SOURCE_SCAN = "DataSourceV2ScanRelation"
+
+
+@dataclass
+class SourceReads:
+    """The reads of one table found in a DataFrame's plan."""
+
+    predicates: list[Expr] = field(default_factory=list)
+    files: list[DataFile] = field(default_factory=list)
+    whole_table: bool = False
+
+    @property
+    def any(self) -> bool:
+        return bool(self.predicates or self.files or self.whole_table)
+
+
+def _iterate(seq: Any) -> Iterator[Any]:
+    """A Scala collection from py4j, element by element."""
+    iterator = seq.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
+
+
+def _leaves(plan: Any) -> Iterator[Any]:
+    return _iterate(plan.collectLeaves())
+
+
+def _under(path: str, location: str) -> bool:
+    key = unquote(without_file_scheme(path)).rstrip("/")
+    root = without_file_scheme(location).rstrip("/")
+    return key == root or key.startswith(root + "/")
+
+
+#: Spark's SQL for typed numeric literals (`5L`, `1.5D`, `2BD`) and its null check, outside strings
+_TYPED_NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)(?:BD|[LSYDF])\b")
+_IS_NOT_NULL = re.compile(r"\bisnotnull\(([^()']+)\)")
+_QUOTED = re.compile(r"('(?:[^'\\]|\\.|'')*')")
+
+
+def _predicate_text(sql: str) -> str:
+    """A Catalyst expression's `.sql()` in the SQL subset core parses: typed number literals lose their
+    type suffix and `isnotnull(c)` becomes `c IS NOT NULL`; quoted strings are left as they are."""
+    parts = _QUOTED.split(sql)
+    for i in range(0, len(parts), 2):  # even parts lie outside quotes
+        parts[i] = _IS_NOT_NULL.sub(r"\1 IS NOT NULL", _TYPED_NUMBER.sub(r"\1", parts[i]))
+    return "".join(parts)
+
+
+def _scan_reads(scan: Any, tx: Transaction) -> SourceReads | None:
+    """The part of the table one file scan read, or None when it reads another location."""
+    location = tx.storage.location
+    if not any(_under(str(p), location) for p in _iterate(scan.relation().location().rootPaths())):
+        return None
+    meta = tx.metadata
+    filters = [_predicate_text(f.sql()) for f in (*_iterate(scan.partitionFilters()), *_iterate(scan.dataFilters()))]
+    predicate = parse_predicate(" AND ".join(filters), meta.column_names) if filters else None
+    listed = {unquote(without_file_scheme(str(p))) for p in scan.relation().location().inputFiles()}
+    live = [f for f in tx.snapshot.files if file_key(tx.storage, f) in listed]
+    if predicate is None:
+        return SourceReads(files=live, whole_table=True)
+    read = [f for f in live if might_match(predicate, f.bounds())]
+    return SourceReads(predicates=[predicate], files=read)
+
+
+def _names_table(relation: Any, tx: Transaction) -> bool:
+    """Whether a data-source relation reads this table through `format("acidtables")`."""
+    if str(relation.table().name()) != "acidtables":
+        return False
+    options = relation.options()
+    named = options.get("path") or options.get("table")
+    if named is None:
+        return False
+    name = str(named)
+    return name == tx.table_name or (f"default.{name}" == tx.table_name and "." not in name)
+
+
+def find_source_reads(df: DataFrame, tx: Transaction) -> SourceReads:
+    """Every read of `tx`'s table in `df`'s plan, merged."""
+    found = SourceReads()
+    execution = df._jdf.queryExecution()
+    for leaf in _leaves(execution.sparkPlan()):
+        if leaf.getClass().getSimpleName() != _FILE_SCAN:
+            continue
+        reads = _scan_reads(leaf, tx)
+        if reads is not None:
+            found.predicates += reads.predicates
+            found.files += reads.files
+            found.whole_table = found.whole_table or reads.whole_table
+    for leaf in _leaves(execution.optimizedPlan()):
+        if leaf.getClass().getSimpleName() == _DATA_SOURCE_SCAN and _names_table(leaf.relation(), tx):
+            found.whole_table = True
+            found.files += list(tx.snapshot.files)
+    return found
+
+
+def record_source_reads(df: DataFrame, tx: Transaction) -> bool:
+    """Record in `tx` what `df` read of its table; True when it read any of it (the write is then not a
+    blind append)."""
+    reads = find_source_reads(df, tx)
+    if not reads.any:
+        return False
+    for predicate in reads.predicates:
+        tx.record_read(predicate=predicate)
+    tx.record_read(files=reads.files, whole_table=reads.whole_table)
+    logger.debug(
+        "%s: txn %s (read version %d) read its own table in its source: %d scan predicate(s), %d file(s)%s",
+        tx.table_name,
+        tx.txn_id,
+        tx.read_version,
+        len(reads.predicates),
+        len(reads.files),
+        ", the whole table" if reads.whole_table else "",
+    )
+    return True

@@ -246,6 +246,8 @@ class AcidTablesWriter(DataSourceArrowWriter):
         if not batches:
             return _Written([])
         data = pa.Table.from_batches(batches)
+        if data.num_rows == 0:
+            return _Written([])  # a job never adds a file with no rows
         data = data.rename_columns(
             [next((c.name for c in meta.columns if c.name.lower() == n.lower()), n) for n in data.column_names]
         )

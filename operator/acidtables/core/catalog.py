@@ -24,6 +24,8 @@ from .errors import (
     TableNotFoundError,
 )
 from .etcd import Coordinator
+from .locations import Owner, check_location_is_free, check_owner, claim, release
+from .maintenance import DropReport, delete_table_data
 from .operations import IsolationLevel, OpClass, Operation, Policy
 from .records import Column, CommitRecord, Head, Protocol, TableMetadata, parse_schema
 from .services import Services
@@ -193,11 +195,31 @@ class Catalog:
         coordinator = self.services.coordinator
         if coordinator.get_catalog_entry(namespace, short) is not None:
             raise TableAlreadyExistsError(f"{method}(): {metadata.name} already exists; drop it first or pick a name")
-        self.services.storage(location).make_root()
-        created = coordinator.create_table(
-            namespace, short, entry, table_id, record.to_json(), Head(0, None, txn_id).to_json()
+        storage = self.services.storage(location)
+        reuse = check_location_is_free(
+            location,
+            warehouse=self.settings.warehouse,
+            tables=[(e["name"], e["location"]) for e in coordinator.list_catalog(None)],
+            storage=storage,
+            now_us=now,
+            lease_seconds=self.settings.commit.lease_ttl_seconds,
         )
+        owner = Owner(table_id, metadata.name)
+        try:
+            claim(storage, owner, clear_dropped=reuse)
+        except FileExistsError:
+            raise InvalidArgumentError(
+                f"{method}(): another table claimed location {location} at the same moment; pick another location"
+            ) from None
+        try:
+            created = coordinator.create_table(
+                namespace, short, entry, table_id, record.to_json(), Head(0, None, txn_id).to_json()
+            )
+        except BaseException:
+            release(storage, owner)
+            raise
         if not created:
+            release(storage, owner)
             # seed 004 / §13.1 rule 1: two writers creating the same table at once
             winner = coordinator.get_catalog_entry(namespace, short) or {}
             raise ProtocolChangedException(
@@ -282,15 +304,30 @@ class Catalog:
             raise InvalidArgumentError(f"list_tables(): namespace {namespace!r} is not a plain identifier")
         return sorted(e["name"] for e in self.services.coordinator.list_catalog(namespace))
 
-    def drop_table(self, name: str, *, delete_data: bool = False) -> None:
-        """Remove the table from the catalog; its files stay unless `delete_data=True`."""
+    def drop_table(self, name: str, *, delete_data: bool = False) -> DropReport | None:
+        """Remove the table from the catalog; its files stay unless `delete_data=True`.
+
+        With `delete_data=True` only what the table wrote goes: every file its log references or
+        referenced, its staging directories and its own metadata; anything else under the location
+        stays (listed in the report). The ownership marker is checked first: a location this table does
+        not own raises LocationNotOwnedError and the table is not dropped. The location is free for a new
+        table once the dropped table's transactions can no longer run (their leases have expired)."""
+        if not isinstance(delete_data, bool):
+            raise InvalidArgumentError(f"drop_table(): delete_data must be True or False, found {delete_data!r}")
         namespace, short, entry = self._entry(name, "drop_table")
-        if not self.services.coordinator.drop_table(namespace, short, entry["table_id"]):
-            raise TableNotFoundError(f"drop_table(): {namespace}.{short} was dropped concurrently")
-        self.services.snapshots.forget(entry["table_id"])
+        table_id, location = entry["table_id"], entry["location"]
+        records: list[CommitRecord] = []
         if delete_data:
-            self.services.storage(entry["location"]).delete("")
+            check_owner(self.services.storage(location), table_id, f"{namespace}.{short}", "drop_table")
+            records = Table(self.services, table_id, entry["name"], location).commits()
+        if not self.services.coordinator.drop_table(namespace, short, table_id):
+            raise TableNotFoundError(f"drop_table(): {namespace}.{short} was dropped concurrently")
+        self.services.snapshots.forget(table_id)
+        report = None
+        if delete_data:
+            report = delete_table_data(self.services, table_id, f"{namespace}.{short}", location, records)
         logger.info("dropped %s.%s (data %s)", namespace, short, "deleted" if delete_data else "kept")
+        return report
 
     def alter_table(
         self,

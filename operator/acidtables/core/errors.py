@@ -29,6 +29,11 @@ class TableNotFoundError(AcidTablesError, LookupError):
     """The catalog has no table of that name."""
 
 
+class LocationNotOwnedError(AcidTablesError):
+    """A destructive operation (drop with data, cleanup, vacuum) found that the table does not own its
+    location: the ownership marker is missing or names another table. Nothing was deleted."""
+
+
 class TableAlreadyExistsError(AcidTablesError):
     """`create_table` named a table that exists."""
 

@@ -9,6 +9,7 @@ pyarrow, so there uniqueness rests on the txn id in every name.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import shutil
@@ -21,6 +22,12 @@ from urllib.parse import urlsplit
 
 METADATA_DIR = "_acidtables"
 DATA_DIR = "data"
+#: written at creation, exclusively: the id of the one table that owns this location. Every operation
+#: that deletes (drop, cleanup, vacuum) reads it first and refuses when it names another table.
+OWNER_MARKER = f"{METADATA_DIR}/owner.json"
+#: written when a table was dropped with its data: its location is free again once no transaction of the
+#: dropped table can still be running (its leases have expired)
+DROPPED_MARKER = f"{METADATA_DIR}/dropped.json"
 #: A transaction's data files live under data/_acid_txn=<txn id>/. A `name=value` directory, because
 #: Hive-style partition discovery (Spark's, for one) walks up from a file through such directories and
 #: takes the first other one as the table's root: so every staged file of a table shares one root,
@@ -182,12 +189,56 @@ class Storage:
 
         return bool(self._fs.get_file_info(self._remote(relative)).type != pafs.FileType.NotFound)
 
+    def root_state(self) -> str:
+        """What the location itself is now: "missing", "file" or "directory" (an object-store prefix with
+        objects under it, or none, is a directory)."""
+        if self._root is not None:
+            if not os.path.lexists(self._root):
+                return "missing"
+            return "directory" if self._root.is_dir() else "file"
+        from pyarrow import fs as pafs
+
+        kind = self._fs.get_file_info(self._base).type
+        if kind == pafs.FileType.File:
+            return "file"
+        return "directory" if kind == pafs.FileType.Directory else "missing"
+
+    def top_entries(self) -> list[str]:
+        """The names directly under the location (empty when it is missing or empty)."""
+        return sorted(entry.path.rsplit("/", 1)[-1] for entry in self.list_dir(""))
+
+    def read_json(self, relative: str) -> dict[str, Any] | None:
+        """A small JSON object at `relative`, or None when there is no such file or it is not one."""
+        try:
+            data = json.loads(self.read(relative))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _inside(self, relative: str) -> bool:
+        """Whether deleting `relative` stays inside the location: no `..` out of it and, locally, no
+        symlinked directory on the way that leads elsewhere (the last component may be a link: deleting
+        it removes the link, not its target)."""
+        clean = posixpath.normpath(relative) if relative else "."
+        if clean.startswith("../") or clean == ".." or clean.startswith("/"):
+            return False
+        if self._root is None:
+            return True
+        root = os.path.realpath(self._root)
+        parent = os.path.realpath(os.path.dirname(os.path.join(self._root, clean)))
+        return parent == root or parent.startswith(root + os.sep) or clean == "."
+
     def delete(self, relative: str) -> None:
-        """Delete a file or a directory tree; a missing one is not an error (cleanup is idempotent)."""
+        """Delete a file or a directory tree; a missing one is not an error (cleanup is idempotent).
+
+        Never outside the location: a path that climbs out, or that passes through a symlinked
+        directory pointing elsewhere, raises OSError; a symlink itself is unlinked, never followed."""
+        if not self._inside(relative):
+            raise OSError(f"refusing to delete {relative!r}: it is not inside {self.location}")
         if self._root is not None:
             target = self._local(relative)
-            if target.is_dir():
-                shutil.rmtree(target, ignore_errors=True)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)  # never follows symlinks inside the tree
             else:
                 target.unlink(missing_ok=True)
             return
@@ -217,6 +268,19 @@ class Storage:
             FileInfo(f"{relative}/{i.base_name}", i.size or 0, i.mtime.timestamp() if i.mtime else time.time())
             for i in self._fs.get_file_info(selector)
         ]
+
+    def remove_empty_dirs(self, relative: str) -> None:
+        """Remove the directories under `relative` (and it) that hold no file, deepest first."""
+        if self._root is None:
+            return  # object stores have no directories of their own
+        base = self._local(relative)
+        if not base.is_dir() or base.is_symlink():
+            return
+        for dirpath, _, _ in sorted(os.walk(base), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                continue  # not empty: something this table did not write stays, and so does its directory
 
     def walk(self, relative: str) -> Iterator[FileInfo]:
         """Every file under a directory, recursively."""

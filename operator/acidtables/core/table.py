@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from . import maintenance
 from .errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata
 from .services import Services
 from .snapshot import Snapshot
-from .storage import DATA_DIR, METADATA_DIR, Storage, txn_of_staging_dir
+from .storage import Storage
 from .transaction import Transaction, to_datetime
 
 logger = logging.getLogger(__name__)
@@ -94,12 +96,6 @@ class Change:
     operation: str
     added: tuple[DataFile, ...]
     removed: tuple[DataFile, ...]
-
-
-@dataclass(frozen=True)
-class CleanupReport:
-    deleted: tuple[str, ...]
-    kept_inflight: tuple[str, ...]
 
 
 class Table:
@@ -328,50 +324,10 @@ class Table:
     def cleanup(self, *, grace_seconds: float = 3600.0) -> CleanupReport:
         """Delete staged files of transactions that died: not running (no live lease), never committed,
         and older than `grace_seconds`. Files of committed transactions that no version references (a
-        rebase dropped them, or the writer died before deleting them) go too."""
-        if grace_seconds < 0:
-            raise InvalidArgumentError(f"cleanup(): grace_seconds must be >= 0, found {grace_seconds!r}")
-        storage = self._services.storage(self.location)
-        inflight = self._coordinator.list_inflight(self.table_id)
-        now = self._services.clock() / 1_000_000
-        deleted: list[str] = []
-        kept: list[str] = []
-        for entry in storage.list_dir(DATA_DIR):
-            txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
-            if txn_id is None:
-                continue  # not a staging directory: nothing this library staged, so never its to delete
-            if txn_id in inflight:
-                kept.append(txn_id)
-                continue
-            files = list(storage.walk(entry.path))
-            newest = max([entry.modified_at, *(f.modified_at for f in files)])
-            if now - newest < grace_seconds:
-                continue
-            version = self.find_commit(txn_id)
-            if version is None:
-                deleted += storage.discard_staged(txn_id)
-                continue
-            record = self._records(version - 1, version)[0]
-            referenced = {f.path for f in record.adds}
-            unreferenced = [
-                f.path
-                for f in files
-                if f.path not in referenced
-                and not f.path.rsplit("/", 1)[-1].startswith((".", "_"))
-                and f.path.endswith(".parquet")
-            ]
-            deleted += storage.discard_staged(txn_id, unreferenced)
-        for entry in storage.list_dir(f"{METADATA_DIR}/commits"):
-            txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
-            if txn_id in inflight or now - entry.modified_at < grace_seconds:
-                continue
-            version = self.find_commit(txn_id)
-            if version is not None:
-                raw = self._coordinator.read_log(self.table_id, version - 1, version)[0]
-                if raw.get("commit_file") == entry.path:
-                    continue  # the log points at this file: it is the committed record
-            storage.delete(entry.path)
-            deleted.append(entry.path)
-        if deleted:
-            logger.info("%s: cleanup deleted %d abandoned staged paths", self.name, len(deleted))
-        return CleanupReport(tuple(deleted), tuple(kept))
+        rebase dropped them, or the writer died before deleting them) go too. Only inside staging
+        directories and this table's commit files, and only once the ownership marker says this table
+        owns the location (LocationNotOwnedError otherwise)."""
+        if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, int | float) or not grace_seconds >= 0:
+            raise InvalidArgumentError(f"cleanup(): grace_seconds must be a number >= 0, found {grace_seconds!r}")
+        self._head()  # a dropped table's handle cleans nothing: TableNotFoundError
+        return maintenance.cleanup(self._services, self.table_id, self.name, self.location, grace_seconds)

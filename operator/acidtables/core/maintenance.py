@@ -1,0 +1,128 @@
+"""Maintenance that deletes files: cleanup of dead transactions' staged files, and a dropped table's data.
+
+Both delete only what the table wrote (design §2, the issue "a table owns its location"): files its log
+references or referenced, its staging directories and its own metadata, each path inside the location
+and never through a symlink out of it (`Storage.delete`), and only after the ownership marker says the
+location is this table's (`locations.check_owner`). Nothing here removes a location recursively.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .locations import check_owner, mark_dropped
+from .records import CommitRecord
+from .services import Services
+from .storage import DATA_DIR, METADATA_DIR, txn_of_staging_dir
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CleanupReport:
+    deleted: tuple[str, ...]
+    kept_inflight: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DropReport:
+    """What dropping a table with its data deleted; `kept` are paths under the location it did not write."""
+
+    deleted: tuple[str, ...]
+    kept: tuple[str, ...]
+
+
+def _commit_of(services: Services, table_id: str, location: str, txn_id: str) -> CommitRecord | None:
+    version = services.coordinator.find_txn(table_id, txn_id)
+    if version is None:
+        return None
+    entries = services.coordinator.read_log(table_id, int(version) - 1, int(version))
+    return services.decode_log_entry(location, entries[0]) if entries else None
+
+
+def cleanup(services: Services, table_id: str, name: str, location: str, grace_seconds: float) -> CleanupReport:
+    """Table.cleanup: see its docstring."""
+    storage = services.storage(location)
+    check_owner(storage, table_id, name, "cleanup")
+    inflight = services.coordinator.list_inflight(table_id)
+    now = services.clock() / 1_000_000
+    deleted: list[str] = []
+    kept: list[str] = []
+    for entry in storage.list_dir(DATA_DIR):
+        txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
+        if txn_id is None:
+            continue  # not a staging directory: nothing this library staged, so never its to delete
+        if txn_id in inflight:
+            kept.append(txn_id)
+            continue
+        files = list(storage.walk(entry.path))
+        newest = max([entry.modified_at, *(f.modified_at for f in files)])
+        if now - newest < grace_seconds:
+            continue
+        record = _commit_of(services, table_id, location, txn_id)
+        if record is None:
+            deleted += storage.discard_staged(txn_id)
+            continue
+        referenced = {f.path for f in record.adds}
+        unreferenced = [
+            f.path
+            for f in files
+            if f.path not in referenced
+            and not f.path.rsplit("/", 1)[-1].startswith((".", "_"))
+            and f.path.endswith(".parquet")
+        ]
+        deleted += storage.discard_staged(txn_id, unreferenced)
+    for entry in storage.list_dir(f"{METADATA_DIR}/commits"):
+        txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
+        if txn_id in inflight or now - entry.modified_at < grace_seconds:
+            continue
+        version = services.coordinator.find_txn(table_id, txn_id)
+        if version is not None:
+            raw = services.coordinator.read_log(table_id, int(version) - 1, int(version))[0]
+            if raw.get("commit_file") == entry.path:
+                continue  # the log points at this file: it is the committed record
+        storage.delete(entry.path)
+        deleted.append(entry.path)
+    if deleted:
+        logger.info("%s: cleanup deleted %d abandoned staged paths", name, len(deleted))
+    return CleanupReport(tuple(deleted), tuple(kept))
+
+
+def delete_table_data(
+    services: Services, table_id: str, name: str, location: str, records: Iterable[CommitRecord]
+) -> DropReport:
+    """After a drop: delete every file the log ever referenced, every staging directory and the table's
+    own metadata, then leave the tombstone that frees the location once its leases have expired. The
+    caller has checked the marker before dropping the catalog entry."""
+    storage = services.storage(location)
+    deleted: list[str] = []
+    referenced = {f.path for r in records for f in (*r.adds, *r.removes)}
+    for path in sorted(referenced):
+        if "://" in path or path.startswith("/"):
+            continue  # an absolute path from before files had to lie inside the location: not ours
+        try:
+            storage.delete(path)
+            deleted.append(path)
+        except OSError as exc:
+            logger.warning("%s: drop kept %s (%s)", name, path, exc)
+    for entry in storage.list_dir(DATA_DIR):
+        txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
+        if txn_id is not None:
+            deleted += storage.discard_staged(txn_id)
+    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints"):
+        storage.delete(own)
+        deleted.append(own)
+    storage.remove_empty_dirs(DATA_DIR)
+    kept = sorted(f.path for f in storage.walk("") if not f.path.startswith(METADATA_DIR + "/"))
+    mark_dropped(storage, table_id, services.clock())
+    if kept:
+        logger.warning(
+            "%s: dropped; %d file(s) under %s that the table did not write were kept, e.g. %s",
+            name,
+            len(kept),
+            location,
+            kept[0],
+        )
+    return DropReport(tuple(deleted), tuple(kept))

@@ -13,6 +13,7 @@ Locations are compared in one canonical spelling (`location_key`), local paths a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -110,35 +111,8 @@ def check_location_is_free(
     """Refuse a location another table owns or could own, naming both paths; `tables` are every table
     the catalog knows as (name, location). Returns True when the location holds the markers of a table
     dropped with its data that may now be cleared."""
-    key = location_key(location)
-    root = location_key(warehouse)
-    if contains(key, root):
-        where = "the warehouse root" if key == root else f"above the warehouse root {warehouse}"
-        raise InvalidArgumentError(
-            f"{method}(): location {location} is {where}; a table's location must be a directory of its own "
-            "inside the warehouse (or elsewhere), never one holding other tables"
-        )
-    for name, other in tables:
-        other_key = location_key(other)
-        if key == other_key:
-            relation = "is the location of"
-        elif contains(other_key, key):
-            relation = "lies inside the location of"
-        elif contains(key, other_key):
-            relation = "contains the location of"
-        else:
-            continue
-        raise InvalidArgumentError(
-            f"{method}(): location {location} {relation} table {name} ({other}); every table needs a location of "
-            "its own, neither inside nor around another's"
-        )
-    for ancestor in _ancestors(location):
-        owner = read_owner(Storage(ancestor))
-        if owner is not None:
-            raise InvalidArgumentError(
-                f"{method}(): location {location} lies inside {ancestor}, the location of table {owner.name} (id "
-                f"{owner.table_id}); every table needs a location of its own"
-            )
+    for spelling in _spellings(location):
+        _check_against_tables(spelling, location, warehouse=warehouse, tables=tables, method=method)
     state = storage.root_state()
     if state == "file":
         raise InvalidArgumentError(f"{method}(): location {location} is a file, not a directory")
@@ -152,6 +126,51 @@ def check_location_is_free(
             "dropped with its data frees its location once its transactions' leases have expired)"
         )
     return False
+
+
+def _spellings(location: str) -> list[str]:
+    """The location as given and, on local disk, as its symlinks resolve: an alias of a directory inside
+    another table's location is inside it too."""
+    normal = normalize_location(location)
+    path = urlsplit(normal).path if normal.startswith("file://") else normal
+    if "://" in path:
+        return [normal]
+    real = os.path.realpath(path)
+    return [normal] if real == path else [normal, real]
+
+
+def _check_against_tables(
+    location: str, given: str, *, warehouse: str, tables: Iterable[tuple[str, str]], method: str
+) -> None:
+    key = location_key(location)
+    root = location_key(warehouse)
+    if contains(key, root):
+        where = "the warehouse root" if key == root else f"above the warehouse root {warehouse}"
+        raise InvalidArgumentError(
+            f"{method}(): location {given} is {where}; a table's location must be a directory of its own "
+            "inside the warehouse (or elsewhere), never one holding other tables"
+        )
+    for name, other in tables:
+        other_key = location_key(other)
+        if key == other_key:
+            relation = "is the location of"
+        elif contains(other_key, key):
+            relation = "lies inside the location of"
+        elif contains(key, other_key):
+            relation = "contains the location of"
+        else:
+            continue
+        raise InvalidArgumentError(
+            f"{method}(): location {given} {relation} table {name} ({other}); every table needs a location of "
+            "its own, neither inside nor around another's"
+        )
+    for ancestor in _ancestors(location):
+        owner = read_owner(Storage(ancestor))
+        if owner is not None:
+            raise InvalidArgumentError(
+                f"{method}(): location {given} lies inside {ancestor}, the location of table {owner.name} (id "
+                f"{owner.table_id}); every table needs a location of its own"
+            )
 
 
 def claim(storage: Storage, owner: Owner, *, clear_dropped: bool) -> None:

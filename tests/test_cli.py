@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
 from acidtables.cli.main import main
 from acidtables.cli.output import EXIT_CONFLICT, render_error
 from acidtables.core.embedded import EmbeddedEtcd, free_port
-from acidtables.core.records import DataFile
 from acidtables.core.waiting import wait_for
 from acidtables.errors import TransactionConflictException
 
@@ -40,10 +40,10 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, etcd_server: EmbeddedEtcd, etcd_pre
 
 @pytest.fixture
 def orders(cli_env: None, catalog: Catalog) -> Table:
-    """sales.orders at version 1: created, then one INSERT INTO of 3 rows in one 100-byte file."""
+    """sales.orders at version 1: created, then one INSERT INTO of 3 rows in one real Parquet file."""
     table = catalog.create_table("sales.orders", schema="id BIGINT, dt STRING", partition_by=["dt"])
     with table.begin("insert_into") as tx:
-        tx.add_files([DataFile(path=f"{tx.staging_dir}/f.parquet", partition={"dt": "a"}, rows=3, size_bytes=100)])
+        tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=3)])
         tx.commit()
     return table
 
@@ -78,13 +78,18 @@ def _processes_mentioning(text: str) -> list[str]:
 # --- tables, describe, history ------------------------------------------------------------------------
 
 
+def file_bytes(table: Table) -> int:
+    (only,) = table.snapshot().files
+    return only.size_bytes
+
+
 def test_tables_lists_each_table_with_policy_and_version(orders: Table, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "tables")
 
     assert code == 0, err
     header, row = out.splitlines()
     assert header.split() == ["NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "BYTES"]
-    assert row.split() == ["sales.orders", "delta", "WriteSerializable", "1", "1", "3", "100"]
+    assert row.split() == ["sales.orders", "delta", "WriteSerializable", "1", "1", "3", str(file_bytes(orders))]
 
 
 def test_tables_json_has_one_entry_per_table(orders: Table, capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +106,7 @@ def test_tables_json_has_one_entry_per_table(orders: Table, capsys: pytest.Captu
         "version": 1,
         "active_files": 1,
         "rows": 3,
-        "size_bytes": 100,
+        "size_bytes": file_bytes(orders),
     }
 
 
@@ -121,7 +126,7 @@ def test_describe_shows_definition_and_state(orders: Table, capsys: pytest.Captu
     assert "isolation level:        WriteSerializable" in lines
     assert "partition by:           dt" in lines
     assert "version:                1" in lines
-    assert "bytes:                  100" in lines
+    assert f"bytes:                  {file_bytes(orders)}" in lines
     assert any(line.split() == ["id", "BIGINT", "yes"] for line in lines)
 
 
@@ -143,7 +148,7 @@ def test_describe_json_has_the_metadata_keys(orders: Table, capsys: pytest.Captu
     assert document["row_level_concurrency"] is False
     assert document["location"] == orders.location
     assert document["version"] == 1
-    assert (document["active_files"], document["rows"], document["size_bytes"]) == (1, 3, 100)
+    assert (document["active_files"], document["rows"], document["size_bytes"]) == (1, 3, file_bytes(orders))
     for key in ("time_version", "committed_at", "created_at"):
         assert document[key] is not None
         assert re.match(RFC3339_UTC, document[key]), document[key]
@@ -257,7 +262,7 @@ def test_conflict_renders_its_fields_and_exits_3(catalog: Catalog, capsys: pytes
     table = catalog.create_table("s.t", schema="id BIGINT, dt STRING", partition_by=["dt"], primary_key=["id"])
     earlier, later = table.begin("insert_into"), table.begin("insert_into")
     for tx in (earlier, later):
-        tx.add_files([DataFile(path=f"{tx.staging_dir}/f.parquet", partition={"dt": "a"}, rows=1)])
+        tx.add_files([staged_parquet(tx, {"dt": "a"})])
     earlier.commit()
     with pytest.raises(TransactionConflictException) as raised:
         later.commit()

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table, Transaction
 from acidtables.core.embedded import free_port
 from acidtables.core.etcd import Coordinator
-from acidtables.core.records import DataFile
 from acidtables.core.settings import EtcdSettings
 from acidtables.errors import TransactionConflictException
 from acidtables.metrics import CommitMetrics, EtcdEventCollector
@@ -40,7 +40,7 @@ def pk_table(catalog: Catalog) -> Table:
 
 
 def _stage(tx: Transaction, dt: str) -> None:
-    tx.add_files([DataFile(path=f"{tx.staging_dir}/f.parquet", partition={"dt": dt}, rows=1)])
+    tx.add_files([staged_parquet(tx, {"dt": dt})])
 
 
 def _commits(registry: CollectorRegistry, outcome: str, operation: str = "insert_into") -> float | None:

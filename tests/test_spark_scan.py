@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from acidtables import Catalog, DataFile
+from acidtables import Catalog, DataFile, Table, Transaction
 from acidtables.core.records import Column, TableMetadata
+from acidtables.errors import InvalidArgumentError
 from acidtables.spark import SparkTable
 from acidtables.spark.files import footer
 from acidtables.spark.scan import _directories_agree, _spark_spelling, _spark_unescape
@@ -107,25 +108,48 @@ def test_a_plain_read_lets_spark_attach_the_verified_values(spark: SparkSession,
     assert _rows(df) == sorted(data, key=lambda r: r[0])
 
 
-def test_the_logs_partition_value_wins_over_the_directory(spark: SparkSession, catalog: Catalog) -> None:
-    """A file registered with a partition value its directory does not spell (a writer other than
-    write_staged, or a directory renamed by hand): the read takes the value from the log."""
-    table = catalog.create_table("shop.disagree", schema=SCHEMA, partition_by=["dt"])
-    t = SparkTable(spark, table)
-    t.insert_into(spark.createDataFrame([(1, "2026-11-01", 1.0)], SCHEMA))
-    tx = table.begin("insert_into")
-    relative = f"{table.storage.staging_dir(tx.txn_id)}/_acid_write=0000/dt=wrong"
+def _foreign_file(spark: SparkSession, table: Table, tx: Transaction, directory: str) -> tuple[str, int, Any]:
+    """A Parquet file of one row (id 2) written by a writer other than write_staged, under `directory`
+    of the transaction's staging dir."""
+    relative = f"{table.storage.staging_dir(tx.txn_id)}/_acid_write=0000{directory}"
     spark.createDataFrame([(2, 2.0)], "id BIGINT, amount DOUBLE").coalesce(1).write.parquet(
         table.storage.absolute(relative)
     )
     (name,) = [i.path for i in table.storage.walk(relative) if i.path.endswith(".parquet")]
     count, stats = footer(table.storage, name)
-    tx.add_files([DataFile(path=name, partition={"dt": "2026-11-05"}, rows=count, size_bytes=1, stats=stats)])
+    return name, count, stats
+
+
+def test_the_logs_partition_value_is_what_a_file_outside_partition_directories_reads_as(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    """A file registered outside Hive-style directories (another writer): the read takes its partition
+    value from the log."""
+    table = catalog.create_table("shop.disagree", schema=SCHEMA, partition_by=["dt"])
+    t = SparkTable(spark, table)
+    t.insert_into(spark.createDataFrame([(1, "2026-11-01", 1.0)], SCHEMA))
+    tx = table.begin("insert_into")
+    name, count, stats = _foreign_file(spark, table, tx, "")
+    size = table.storage.file_size(name)
+    tx.add_files([DataFile(path=name, partition={"dt": "2026-11-05"}, rows=count, size_bytes=size or 0, stats=stats)])
     tx.commit()
     df = t.read()
     assert "Join" in _plan(df)
     assert _rows(df) == [(1, "2026-11-01", 1.0), (2, "2026-11-05", 2.0)]
     assert _rows(t.read(where="dt = '2026-11-05'")) == [(2, "2026-11-05", 2.0)]
+
+
+def test_a_file_whose_directory_spells_another_partition_value_is_refused(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    table = catalog.create_table("shop.disagree", schema=SCHEMA, partition_by=["dt"])
+    tx = table.begin("insert_into")
+    name, count, stats = _foreign_file(spark, table, tx, "/dt=wrong")
+    size = table.storage.file_size(name) or 0
+    with pytest.raises(InvalidArgumentError, match="lies in directory dt=wrong but its entry says dt='2026-11-05'"):
+        tx.add_files([DataFile(path=name, partition={"dt": "2026-11-05"}, rows=count, size_bytes=size, stats=stats)])
+    tx.abort()
+    assert table.version == 0
 
 
 def test_integer_partitions_take_the_verified_path(spark: SparkSession, catalog: Catalog) -> None:

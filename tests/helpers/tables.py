@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyetcd
 
-from acidtables import Catalog, Table
+from acidtables import Catalog, Table, Transaction
 from acidtables.core.records import CommitRecord, DataFile
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 
@@ -55,6 +55,13 @@ def write_part(directory: str, name: str, partition: Mapping[str, str], rows: in
     with open(path, "xb") as out:
         pq.write_table(data, out)
     return DataFile(path=path, partition=dict(partition), rows=rows, size_bytes=os.path.getsize(path))
+
+
+def staged_parquet(tx: Transaction, partition: Mapping[str, str] | None = None, rows: int = 1) -> DataFile:
+    """A real Parquet file of `rows` rows in the transaction's staging directory, described truthfully
+    (the commit proves a file's size and row count)."""
+    n = len(os.listdir(tx.staging_dir)) if os.path.isdir(tx.staging_dir) else 0
+    return write_part(tx.staging_dir, f"part-{n:05d}.parquet", dict(partition or {}), rows)
 
 
 # --- raw etcd reads --------------------------------------------------------------------------------

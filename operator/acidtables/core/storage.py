@@ -28,6 +28,8 @@ OWNER_MARKER = f"{METADATA_DIR}/owner.json"
 #: written when a table was dropped with its data: its location is free again once no transaction of the
 #: dropped table can still be running (its leases have expired)
 DROPPED_MARKER = f"{METADATA_DIR}/dropped.json"
+#: how Hive and Spark spell a NULL partition value in a directory name
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: A transaction's data files live under data/_acid_txn=<txn id>/. A `name=value` directory, because
 #: Hive-style partition discovery (Spark's, for one) walks up from a file through such directories and
 #: takes the first other one as the table's root: so every staged file of a table shares one root,
@@ -83,6 +85,7 @@ class Storage:
         self._root = _local_root(self.location)
         self._fs: Any = None
         self._base = ""
+        self._footers: dict[str, Any] = {}
         if self._root is None:
             from pyarrow import fs as pafs
 
@@ -181,6 +184,31 @@ class Storage:
         if self._root is not None:
             return open(self._local(relative), "rb")
         return self._fs.open_input_file(self._remote(relative))
+
+    def file_size(self, relative: str) -> int | None:
+        """The size of the regular file at `relative`, or None when there is none (missing, a directory)."""
+        if self._root is not None:
+            target = self._local(relative)
+            return target.stat().st_size if target.is_file() else None
+        from pyarrow import fs as pafs
+
+        info = self._fs.get_file_info(self._remote(relative))
+        return int(info.size) if info.type == pafs.FileType.File else None
+
+    def parquet_footer(self, relative: str) -> Any:
+        """The Parquet footer (pyarrow FileMetaData) of a file, read once per Storage: files are never
+        overwritten, so the writer describing a staged file and the commit proving it share one read.
+        Raises OSError or pyarrow's ArrowInvalid when the file is missing or not Parquet."""
+        footer = self._footers.get(relative)
+        if footer is None:
+            import pyarrow.parquet as pq
+
+            with self.open_input(relative) as handle:
+                footer = pq.ParquetFile(handle).metadata
+            if len(self._footers) >= 4096:
+                self._footers.pop(next(iter(self._footers)))
+            self._footers[relative] = footer
+        return footer
 
     def exists(self, relative: str) -> bool:
         if self._root is not None:

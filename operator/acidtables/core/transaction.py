@@ -18,6 +18,7 @@ from typing import Any
 from . import events
 from .errors import InvalidArgumentError, TransactionClosedError
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
+from .file_checks import prove_new_file, prove_re_added_file
 from .operations import REWRITES, OpClass, Operation, classify
 from .records import Column, CommitRecord, DataFile, Protocol, Scope, TableMetadata, parse_schema
 from .services import Services
@@ -165,12 +166,16 @@ class Transaction:
         self._check_open("add_files")
         for raw in files:
             file = self._coerce_file(raw, "add_files")
-            live = file.path in self.snapshot.files_by_path
-            if file.path in self._adds or (live and file.path not in self._removes):
+            live = self.snapshot.files_by_path.get(file.path)
+            if file.path in self._adds or (live is not None and file.path not in self._removes):
                 raise InvalidArgumentError(
                     f"add_files(): {file.path} is already in {self.table_name}; files are immutable, so a "
                     "new file needs a new name (a deletion vector change removes the old entry first)"
                 )
+            if live is not None:
+                prove_re_added_file(live, file, "add_files")
+            else:
+                prove_new_file(self._storage, file, self.txn_id, self.metadata.partition_by, "add_files")
             if self.operation in REWRITES:
                 file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
             self._adds[file.path] = file

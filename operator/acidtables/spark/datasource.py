@@ -41,9 +41,9 @@ from acidtables.core.catalog import Catalog
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.records import DataFile, TableMetadata
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
-from acidtables.core.storage import Storage
+from acidtables.core.storage import HIVE_NULL, Storage
 
-from .files import HIVE_NULL, WRITE_PREFIX, footer_stats
+from .files import WRITE_PREFIX, footer_stats
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, spark_type, table_struct
 
 FORMAT = "acidtables"

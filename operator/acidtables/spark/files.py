@@ -20,14 +20,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 
 from acidtables.core.records import ColumnStats, DataFile
-from acidtables.core.storage import Storage
+from acidtables.core.storage import HIVE_NULL, Storage
 from acidtables.core.transaction import Transaction
 
 from .schema import typed_partition_value
 
 logger = logging.getLogger(__name__)
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 FILE = "_acid_file"
 ROW = "_acid_row"
 VERSION = "_acid_version"
@@ -51,9 +50,9 @@ def _stat_value(value: Any) -> Any:
 
 
 def footer(storage: Storage, relative: str) -> tuple[int, dict[str, ColumnStats]]:
-    """Row count and per-column min/max/null count, from the Parquet footer only."""
-    with storage.open_input(relative) as handle:
-        return footer_stats(pq.ParquetFile(handle).metadata)
+    """Row count and per-column min/max/null count, from the Parquet footer only (read once: the commit's
+    proof of the file reuses it)."""
+    return footer_stats(storage.parquet_footer(relative))
 
 
 def footer_stats(meta: pq.FileMetaData) -> tuple[int, dict[str, ColumnStats]]:

@@ -28,9 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from acidtables.core.records import DataFile, TableMetadata
-from acidtables.core.storage import DATA_DIR, STAGING_PREFIX, Storage
+from acidtables.core.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
 
-from .files import FILE, HIVE_NULL, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
+from .files import FILE, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
 from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct
 
 _SPARK_PATH = "_acid_spark_path"

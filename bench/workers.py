@@ -8,13 +8,18 @@ plain picklable arguments, opens its own Catalog or etcd client, and returns a p
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from acidtables import Catalog
 from acidtables.core.errors import CommitRetriesExhausted
@@ -32,10 +37,25 @@ BLOCK_COMMITS = 1000
 PROGRESS_EVERY = 10_000
 
 
-def small_file(txn: Transaction, partition: str, *, name: str = "part-00000.parquet") -> DataFile:
-    """The one small data file a benchmark append stages (metadata only: no Parquet is written,
-    because the benchmark measures the commit protocol, not file I/O)."""
-    return DataFile(path=f"{txn.staging_dir}/{name}", partition={"dt": partition}, rows=1, size_bytes=100)
+def _parquet_bytes(rows: int) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64())}), sink)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+#: one small Parquet file's bytes, encoded once: an append writes them (the commit proves every file it
+#: adds, so it must exist and be Parquet) without paying for Parquet encoding in every commit
+_SMALL = _parquet_bytes(1)
+
+
+def small_file(txn: Transaction, partition: str, *, name: str = "part-00000.parquet", rows: int = 1) -> DataFile:
+    """The one small data file a benchmark append stages: a real Parquet file of `rows` rows."""
+    payload = _SMALL if rows == 1 else _parquet_bytes(rows)
+    path = os.path.join(txn.staging_dir, name)
+    os.makedirs(txn.staging_dir, exist_ok=True)
+    with open(path, "xb") as out:
+        out.write(payload)
+    return DataFile(path=path, partition={"dt": partition}, rows=rows, size_bytes=len(payload))
 
 
 def append_one(table: Any, partition: str = "a") -> int:
@@ -181,14 +201,8 @@ def _compact_largest_partition(txn: Transaction, version: int) -> bool:
     if len(files) < 2:
         return False
     txn.remove_files(files)
-    output = DataFile(
-        path=f"{txn.staging_dir}/compacted-{version:07d}.parquet",
-        partition={"dt": partition},
-        rows=sum(f.rows for f in files),
-        size_bytes=sum(f.size_bytes for f in files),
-        lineage=tuple(f.path for f in files),
-    )
-    txn.add_files([output])
+    output = small_file(txn, partition, name=f"compacted-{version:07d}.parquet", rows=sum(f.rows for f in files))
+    txn.add_files([replace(output, lineage=tuple(f.path for f in files))])
     return True
 
 

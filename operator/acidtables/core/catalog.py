@@ -14,6 +14,7 @@ import os
 import re
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,8 @@ class Catalog:
         names = {c.name.lower(): c.name for c in columns}
         partition_by = self._check_columns(partition_by, names, "partition_by")
         primary_key = self._check_columns(primary_key, names, "primary_key")
+        # primary-key columns are NOT NULL whatever the DDL says (MaxCompute): a NULL key has no row to merge onto
+        columns = tuple(replace(c, nullable=False) if c.name in primary_key else c for c in columns)
         policy = self._policy(conflict_policy, primary_key)
         level = self._isolation(policy, isolation_level)
         if row_level_concurrency and policy is not Policy.DELTA:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InvalidArgumentError
 from .expressions import ColumnBounds, Expr, Literal, expr_from_json
 from .operations import IsolationLevel, OpClass, Operation, Policy
+from .types import normalize_type
 
 FORMAT_VERSION = 1
 
@@ -167,9 +168,9 @@ def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, 
             nullable = True
             if type_.upper().endswith(" NOT NULL"):
                 type_, nullable = type_[: -len(" NOT NULL")], False
-            columns.append(Column(name.strip("`"), type_.strip().upper(), nullable))
+            columns.append(Column(name.strip("`"), type_.strip(), nullable))
     else:
-        columns = [c if isinstance(c, Column) else Column(c[0], c[1].upper()) for c in schema]
+        columns = [c if isinstance(c, Column) else Column(c[0], c[1]) for c in schema]
     if not columns:
         raise InvalidArgumentError(f"{method}(): schema is empty; give at least one column")
     seen: set[str] = set()
@@ -184,7 +185,7 @@ def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, 
         if column.name.lower() in seen:
             raise InvalidArgumentError(f"{method}(): column {column.name!r} appears twice in the schema")
         seen.add(column.name.lower())
-    return tuple(columns)
+    return tuple(replace(c, type=normalize_type(c.type, column=c.name, method=method)) for c in columns)
 
 
 @dataclass(frozen=True)

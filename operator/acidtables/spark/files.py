@@ -17,13 +17,18 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
-from acidtables.core.records import ColumnStats, DataFile
+from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.records import ColumnStats, DataFile, TableMetadata
 from acidtables.core.storage import HIVE_NULL, Storage
 from acidtables.core.transaction import Transaction
 
-from .schema import typed_partition_value
+from .schema import DELETE, OP_COLUMN, typed_partition_value
+
+#: partition column types whose values Spark writes as directory text
+_TEXT_TYPES = frozenset({"STRING", "VARCHAR", "CHAR"})
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +94,16 @@ def write_staged(
     meta = tx.metadata
     storage = tx.storage
     relative_dir = write_dir(storage, tx.txn_id)
-    writer = df.write.mode("errorifexists").option("compression", "snappy")
+    writer = guarded(df, tx.target_metadata).write.mode("errorifexists").option("compression", "snappy")
     if meta.partition_by:
         writer = writer.partitionBy(*meta.partition_by)
-    writer.parquet(storage.absolute(relative_dir))
+    try:
+        writer.parquet(storage.absolute(relative_dir))
+    except Exception as exc:  # Py4JJavaError / SparkRuntimeException: a row broke the schema (guarded)
+        refused = _CHECK_FAILED.search(str(exc))
+        if refused is None:
+            raise
+        raise InvalidArgumentError(refused.group(1).strip() + "; nothing was committed") from None
     files = []
     for info in storage.walk(relative_dir):
         name = info.path.rsplit("/", 1)[-1]
@@ -123,6 +134,45 @@ def write_staged(
             )
         )
     return files
+
+
+#: how a row the schema refuses stops the write (F.raise_error), and how that is found in Spark's error
+_CHECK = "acidtables refused a row:"
+_CHECK_FAILED = re.compile(re.escape(_CHECK) + r"(.*?)(?:\. SQLSTATE|SQLSTATE|\n|$)")
+
+
+def guarded(df: DataFrame, meta: TableMetadata) -> DataFrame:
+    """`df` with the schema's row checks folded into the write itself (no extra Spark job): a NULL in a
+    NOT NULL column (primary-key columns are NOT NULL; merge-on-read tombstones carry NULLs by design
+    and are exempt), and a text partition value of '' or Hive's NULL spelling, which Spark would
+    silently read back as NULL."""
+    tombstone = (F.col(OP_COLUMN) == F.lit(DELETE)) if OP_COLUMN in df.columns else F.lit(False)
+    checks: dict[str, list[tuple[Column, str]]] = {}
+    for c in meta.columns:
+        if c.name not in df.columns:
+            continue
+        if not c.nullable:
+            reason = "part of the primary key" if c.name in meta.primary_key else "declared NOT NULL"
+            checks.setdefault(c.name, []).append(
+                (F.col(c.name).isNull() & ~tombstone, f"column {c.name} of {meta.name} is {reason} and a row has NULL")
+            )
+        if c.name in meta.partition_by and c.type.split("(")[0] in _TEXT_TYPES:
+            checks.setdefault(c.name, []).append(
+                (
+                    F.col(c.name).isin("", HIVE_NULL),
+                    f"partition column {c.name} of {meta.name} has a row with the value '' or {HIVE_NULL!r}, which "
+                    "Spark and Hive store and read back as NULL; use NULL or another value",
+                )
+            )
+    if not checks:
+        return df
+    out = []
+    for name in df.columns:
+        column: Column = F.col(f"`{name}`")
+        for condition, message in checks.get(name, []):
+            column = F.when(condition, F.raise_error(F.lit(f"{_CHECK} {message}"))).otherwise(column)
+        out.append(column.alias(name))
+    return df.select(*out)
 
 
 def file_key(storage: Storage, file: DataFile) -> str:

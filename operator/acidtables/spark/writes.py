@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import Literal
 from acidtables.core.records import TableMetadata
+from acidtables.core.storage import HIVE_NULL
 from acidtables.core.table import Table
 from acidtables.core.transaction import Transaction
 
@@ -92,12 +93,19 @@ def _check_partition(table_partition_by: tuple[str, ...], partition: Mapping[str
         )
 
 
-def _canonical_partition(meta: TableMetadata, partition: Mapping[str, Any]) -> dict[str, Literal]:
+def _canonical_partition(meta: TableMetadata, partition: Mapping[str, Any], method: str) -> dict[str, Literal]:
     """`partition` keyed by the table's own column names, each value as the log keeps it."""
-    return {
+    out = {
         c: log_partition_value(meta, c, next(v for k, v in partition.items() if k.lower() == c.lower()))
         for c in meta.partition_by
     }
+    for column, value in out.items():
+        if value in ("", HIVE_NULL):
+            raise InvalidArgumentError(
+                f"{method}(): partition value {value!r} of {column}: Spark and Hive store it and read it back as NULL, "
+                "so acidtables refuses it; use None for the NULL partition or another value"
+            )
+    return out
 
 
 def insert_overwrite(
@@ -121,7 +129,7 @@ def insert_overwrite(
         source = df
         if partition is not None:
             _check_partition(meta.partition_by, partition, method)
-            canonical = _canonical_partition(meta, partition)
+            canonical = _canonical_partition(meta, partition, method)
             types = {c.name: spark_type(c.type) for c in meta.columns}
             for column, value in canonical.items():
                 if column.lower() not in {c.lower() for c in df.columns}:
@@ -159,7 +167,7 @@ def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Pre
             if not meta.partition_by:
                 raise InvalidArgumentError(f"truncate(): {meta.name} is not partitioned")
             _check_partition(meta.partition_by, partition, "truncate")
-            canonical = _canonical_partition(meta, partition)
+            canonical = _canonical_partition(meta, partition, "truncate")
             tx.remove_files(tx.scan(partition_predicate([canonical])))
             tx.set_scope([canonical])
     return Prepared(tx)

@@ -107,6 +107,7 @@ def test_tables_json_has_one_entry_per_table(orders: Table, capsys: pytest.Captu
         "active_files": 1,
         "rows": 3,
         "size_bytes": file_bytes(orders),
+        "damaged": None,
     }
 
 

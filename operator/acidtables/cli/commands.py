@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from acidtables.core.catalog import Catalog, split_name
-from acidtables.core.errors import TableNotFoundError
+from acidtables.core.errors import CorruptMetadataError, TableNotFoundError
 from acidtables.core.records import Column
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.table import HistoryEntry, Table
@@ -38,12 +38,18 @@ def _open_table(catalog: Catalog, name: str, method: str) -> Table:
 @dataclass(frozen=True)
 class TableSummary:
     name: str
-    conflict_policy: str
+    conflict_policy: str | None
     isolation_level: str | None
-    version: int
-    active_files: int
-    rows: int
-    size_bytes: int
+    version: int | None
+    active_files: int | None
+    rows: int | None
+    size_bytes: int | None
+    #: why the table cannot be read (CorruptMetadataError's message); None for a healthy table
+    damaged: str | None = None
+
+    @staticmethod
+    def of_damaged(name: str, reason: str) -> TableSummary:
+        return TableSummary(name, None, None, None, None, None, None, damaged=reason)
 
     @staticmethod
     def of(snapshot: Snapshot) -> TableSummary:
@@ -70,6 +76,7 @@ class TableSummary:
             "active_files": self.active_files,
             "rows": self.rows,
             "size_bytes": self.size_bytes,
+            "damaged": self.damaged,
         }
 
 
@@ -87,10 +94,13 @@ class TablesResult:
             return f"no tables{where}"
         headers = ("NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "BYTES")
         rows = [
-            (t.name, t.conflict_policy, t.isolation_level, t.version, t.active_files, t.rows, t.size_bytes)
+            (t.name, "DAMAGED", "-", "-", "-", "-", "-")
+            if t.damaged
+            else (t.name, t.conflict_policy, t.isolation_level, t.version, t.active_files, t.rows, t.size_bytes)
             for t in self.tables
         ]
-        return table(headers, rows)
+        notes = [f"{t.name}: {t.damaged}" for t in self.tables if t.damaged]
+        return "\n".join([table(headers, rows), *notes])
 
 
 def list_tables(catalog: Catalog, namespace: str | None) -> TablesResult:
@@ -100,6 +110,9 @@ def list_tables(catalog: Catalog, namespace: str | None) -> TablesResult:
             snapshot = catalog.table(name).snapshot()
         except TableNotFoundError:
             continue  # dropped between the listing and the read: it no longer exists
+        except CorruptMetadataError as exc:  # listed as damaged; the other tables still show
+            summaries.append(TableSummary.of_damaged(name, str(exc)))
+            continue
         summaries.append(TableSummary.of(snapshot))
     return TablesResult(namespace, tuple(summaries))
 

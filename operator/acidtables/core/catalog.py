@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import (
+    CorruptMetadataError,
     InvalidArgumentError,
     ProtocolChangedException,
     TableAlreadyExistsError,
@@ -293,7 +294,14 @@ class Catalog:
 
     def _entry(self, name: str, method: str) -> tuple[str, str, dict[str, Any]]:
         namespace, short = split_name(name, method=method)
-        entry = self.services.coordinator.get_catalog_entry(namespace, short)
+        try:
+            entry = self.services.coordinator.get_catalog_entry(namespace, short)
+        except CorruptMetadataError as exc:
+            raise CorruptMetadataError(
+                f"{method}(): the catalog entry of {namespace}.{short} is damaged: {exc}",
+                key=exc.key,
+                table=f"{namespace}.{short}",
+            ) from None
         if entry is None:
             raise TableNotFoundError(f"{method}(): no table {namespace}.{short}; list_tables() shows what exists")
         return namespace, short, entry

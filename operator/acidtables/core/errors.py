@@ -29,6 +29,19 @@ class TableNotFoundError(AcidTablesError, LookupError):
     """The catalog has no table of that name."""
 
 
+class CorruptMetadataError(AcidTablesError):
+    """A value acidtables wrote (a table's head, a log entry, its catalog entry, the time index, a commit
+    file) cannot be read back: truncated, not UTF-8, not JSON, or JSON of the wrong shape. The damaged
+    table refuses commits (nothing is written on top of it); other tables are not affected."""
+
+    def __init__(self, message: str, *, key: str, table: str | None = None) -> None:
+        super().__init__(message)
+        #: the etcd key or file that is damaged
+        self.key = key
+        #: the table it belongs to (its name where known, else its id)
+        self.table = table
+
+
 class LocationNotOwnedError(AcidTablesError):
     """A destructive operation (drop with data, cleanup, vacuum) found that the table does not own its
     location: the ownership marker is missing or names another table. Nothing was deleted."""

@@ -34,7 +34,13 @@ from pyetcd import exceptions as etcd_exceptions
 from pyetcd import transactions as ops
 from pyetcd import utils as etcd_utils
 
-from .errors import AcidTablesError, ConfigurationError, CoordinatorRefused, CoordinatorUnavailable
+from .errors import (
+    AcidTablesError,
+    ConfigurationError,
+    CoordinatorRefused,
+    CoordinatorUnavailable,
+    CorruptMetadataError,
+)
 from .settings import EtcdSettings
 
 logger = logging.getLogger(__name__)
@@ -55,6 +61,54 @@ class CommitAnswerLost(Exception):
 
 def _pad(number: int) -> str:
     return f"{number:020d}"
+
+
+def _object(value: bytes, key: str) -> dict[str, Any]:
+    """A JSON object read back from etcd; anything else is damage, named by its key."""
+    try:
+        data = json.loads(value)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
+        raise CorruptMetadataError(f"etcd key {key} does not hold readable JSON ({exc})", key=key) from None
+    if not isinstance(data, dict):
+        raise CorruptMetadataError(f"etcd key {key} holds a JSON {type(data).__name__}, not an object", key=key)
+    return data
+
+
+def _versioned(value: bytes, key: str) -> dict[str, Any]:
+    """A head or log entry: a JSON object with an integer `version`."""
+    data = _object(value, key)
+    if isinstance(data.get("version"), bool) or not isinstance(data.get("version"), int):
+        raise CorruptMetadataError(f"etcd key {key} has no integer version: {str(data)[:200]}", key=key)
+    return data
+
+
+def _integer(value: bytes, key: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise CorruptMetadataError(
+            f"etcd key {key} should hold a version number, found {value[:80]!r}", key=key
+        ) from None
+
+
+def _catalog_entry(value: bytes, key: str) -> dict[str, Any]:
+    data = _object(value, key)
+    missing = [field for field in ("table_id", "name", "location") if not isinstance(data.get(field), str)]
+    if missing:
+        raise CorruptMetadataError(f"catalog entry {key} lacks {', '.join(missing)}: {str(data)[:200]}", key=key)
+    return data
+
+
+def _time_entry(value: bytes, meta: Any) -> tuple[int, int]:
+    """A time-index key and value: (time version, ID version)."""
+    key = meta.key.decode(errors="replace")
+    return _integer(key.rsplit("/", 1)[1].encode(), key), _integer(value, key)
+
+
+def _log_entries(kvs: Any) -> list[dict[str, Any]]:
+    return sorted(
+        (_versioned(v, m.key.decode(errors="replace")) for v, m in kvs), key=lambda entry: int(entry["version"])
+    )
 
 
 def _dumps(data: Any) -> bytes:
@@ -252,13 +306,23 @@ class Coordinator:
         return bool(succeeded)
 
     def get_catalog_entry(self, namespace: str, name: str) -> dict[str, Any] | None:
-        value, _ = self._call("a catalog read", lambda c: c.get(self.catalog_key(namespace, name)))
-        return json.loads(value) if value is not None else None
+        key = self.catalog_key(namespace, name)
+        value, _ = self._call("a catalog read", lambda c: c.get(key))
+        return _catalog_entry(value, key) if value is not None else None
 
     def list_catalog(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every catalog entry under the prefix; a damaged one is listed as {"name", "damaged": reason}
+        so one damaged table does not hide the others."""
         prefix = f"{self.prefix}/catalog/" + (f"{namespace}/" if namespace else "")
         values = self._call("a catalog listing", lambda c: list(c.get_prefix(prefix, sort_order="ascend")))
-        return [json.loads(v) for v, _ in values]
+        out = []
+        for value, meta in values:
+            key = meta.key.decode(errors="replace")
+            try:
+                out.append(_catalog_entry(value, key))
+            except CorruptMetadataError as exc:
+                out.append({"name": ".".join(key.rsplit("/", 2)[-2:]), "damaged": str(exc), "key": key})
+        return out
 
     def drop_table(self, namespace: str, name: str, table_id: str) -> bool:
         """Remove the catalog entry and every key of the table in one transaction."""
@@ -281,7 +345,7 @@ class Coordinator:
         value, meta = self._call("a head read", lambda c: c.get(self.head_key(table_id)))
         if value is None:
             raise LookupError(f"table {table_id} has no head")
-        return HeadState(json.loads(value), meta.mod_revision)
+        return HeadState(_versioned(value, self.head_key(table_id)), meta.mod_revision)
 
     def read_log(self, table_id: str, after: int, upto: int | None = None) -> list[dict[str, Any]]:
         """Log entries with after < version <= upto (all newer ones when upto is None), oldest first, in
@@ -289,7 +353,7 @@ class Coordinator:
         to sort, whatever the limit, so readers never ask for "newest first, limit n"."""
         start, end = self._log_range(table_id, after, upto)
         values = self._call("a log read", lambda c: list(c.get_range(start, end)))
-        return [json.loads(v) for v, _ in values]
+        return [_versioned(v, m.key.decode(errors="replace")) for v, m in values]
 
     def compare_and_swap(
         self,
@@ -328,9 +392,7 @@ class Coordinator:
             revision = responses[0].response_put.header.revision
             return CasResult(True, HeadState(head, revision), [])
         head_kvs, log_kvs = responses
-        new_head = HeadState(json.loads(head_kvs[0][0]), head_kvs[0][1].mod_revision) if head_kvs else None
-        log = sorted((json.loads(v) for v, _ in log_kvs), key=lambda r: int(r["version"]))
-        return CasResult(False, new_head, log)
+        return CasResult(False, self._head_state(table_id, head_kvs), _log_entries(log_kvs))
 
     def read_head_and_log(self, table_id: str, after: int) -> CasResult:
         """The head and the log after `after`, in one round trip: what a committer needs to rebase."""
@@ -342,13 +404,17 @@ class Coordinator:
             ),
         )
         head_kvs, log_kvs = responses
-        head = HeadState(json.loads(head_kvs[0][0]), head_kvs[0][1].mod_revision) if head_kvs else None
-        log = sorted((json.loads(v) for v, _ in log_kvs), key=lambda r: int(r["version"]))
-        return CasResult(False, head, log)
+        return CasResult(False, self._head_state(table_id, head_kvs), _log_entries(log_kvs))
+
+    def _head_state(self, table_id: str, head_kvs: Any) -> HeadState | None:
+        if not head_kvs:
+            return None
+        return HeadState(_versioned(head_kvs[0][0], self.head_key(table_id)), head_kvs[0][1].mod_revision)
 
     def find_txn(self, table_id: str, txn_id: str) -> int | None:
-        value, _ = self._call("a transaction lookup", lambda c: c.get(self._key(table_id, "txns", txn_id)))
-        return int(value) if value is not None else None
+        key = self._key(table_id, "txns", txn_id)
+        value, _ = self._call("a transaction lookup", lambda c: c.get(key))
+        return _integer(value, key) if value is not None else None
 
     def version_at_time(self, table_id: str, time_us: int) -> tuple[int, int] | None:
         """The newest data commit at or before `time_us`: (time version, ID version).
@@ -360,11 +426,16 @@ class Coordinator:
         names it, and one more read gives its ID version."""
         head = self.read_head(table_id)
         newest = head.value.get("time_version")
+        if newest is not None and not isinstance(newest, int):
+            raise CorruptMetadataError(
+                f"etcd key {self.head_key(table_id)} has a time_version that is not a number",
+                key=self.head_key(table_id),
+            )
         if newest is not None and time_us >= int(newest):
             newest_key = self._key(table_id, "times", _pad(int(newest)))
             value, _ = self._call("a time lookup", lambda c: c.get(newest_key))
             if value is not None:
-                return int(newest), int(value)
+                return int(newest), _integer(value, newest_key)
         end = self._key(table_id, "times", _pad(time_us + 1))
         width = 1_000_000
         while True:
@@ -372,7 +443,7 @@ class Coordinator:
             values = self._time_window(table_id, low, end)
             if values:
                 value, meta = values[-1]
-                return int(meta.key.decode().rsplit("/", 1)[1]), int(value)
+                return _time_entry(value, meta)
             if low == 0:
                 return None
             width *= 8
@@ -386,7 +457,7 @@ class Coordinator:
         start = self._key(table_id, "times", _pad(start_us))
         end = self._key(table_id, "times", _pad(end_us + 1))
         values = self._call("a time range read", lambda c: list(c.get_range(start, end, sort_order="ascend")))
-        return [(int(m.key.decode().rsplit("/", 1)[1]), int(v)) for v, m in values]
+        return [_time_entry(v, m) for v, m in values]
 
     # --- checkpoints ---------------------------------------------------------------------------------
 
@@ -459,7 +530,11 @@ class Coordinator:
         if not kvs:
             self._call("an in-flight removal", lambda c: c.delete(inflight))
             raise LookupError(f"table {table_id} has no head")
-        return HeadState(json.loads(kvs[0][0]), kvs[0][1].mod_revision)
+        try:
+            return HeadState(_versioned(kvs[0][0], head_key), kvs[0][1].mod_revision)
+        except CorruptMetadataError:
+            self._call("an in-flight removal", lambda c: c.delete(inflight))
+            raise
 
     def unregister_inflight(self, table_id: str, txn_id: str) -> None:
         key = self._key(table_id, "inflight", txn_id)
@@ -468,7 +543,15 @@ class Coordinator:
     def list_inflight(self, table_id: str) -> dict[str, dict[str, Any]]:
         prefix = self._key(table_id, "inflight", "")
         values = self._call("an in-flight listing", lambda c: list(c.get_prefix(prefix)))
-        return {m.key.decode().rsplit("/", 1)[1]: json.loads(v) for v, m in values}
+        # an unreadable registration still names a live transaction: keep it, whatever its value says
+        out: dict[str, dict[str, Any]] = {}
+        for value, meta in values:
+            key = meta.key.decode(errors="replace")
+            try:
+                out[key.rsplit("/", 1)[1]] = _object(value, key)
+            except CorruptMetadataError as exc:
+                out[key.rsplit("/", 1)[1]] = {"damaged": str(exc)}
+        return out
 
     def record_event(self, table_id: str, txn_id: str, event: dict[str, Any], ttl: int) -> None:
         """Store a conflict/abort/retry for the operator to count; best effort, it never fails a job."""
@@ -482,7 +565,13 @@ class Coordinator:
     def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:
         prefix = f"{self.prefix}/events/" + (f"{table_id}/" if table_id else "")
         values = self._call("an event listing", lambda c: list(c.get_prefix(prefix, sort_order="ascend")))
-        return [json.loads(v) for v, _ in values]
+        events = []
+        for value, meta in values:
+            try:
+                events.append(_object(value, meta.key.decode(errors="replace")))
+            except CorruptMetadataError as exc:  # events only feed metrics: skip a damaged one, say so
+                logger.warning("skipping an unreadable event: %s", exc)
+        return events
 
 
 __all__: Sequence[str] = ["CasResult", "CommitAnswerLost", "Coordinator", "HeadState"]

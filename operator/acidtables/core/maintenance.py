@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .errors import CorruptMetadataError
 from .locations import check_owner, mark_dropped
 from .records import CommitRecord
 from .services import Services
@@ -24,6 +25,9 @@ logger = logging.getLogger(__name__)
 class CleanupReport:
     deleted: tuple[str, ...]
     kept_inflight: tuple[str, ...]
+    #: staging directories kept because the log that would say what they hold is damaged (the txn id
+    #: names a version whose entry is missing or unreadable): (directory, reason)
+    kept_damaged: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,17 @@ class DropReport:
 
 
 def _commit_of(services: Services, table_id: str, location: str, txn_id: str) -> CommitRecord | None:
+    """The record a transaction committed, None when it committed nothing; CorruptMetadataError when the
+    txn index names a version whose log entry is missing or unreadable."""
     version = services.coordinator.find_txn(table_id, txn_id)
     if version is None:
         return None
     entries = services.coordinator.read_log(table_id, int(version) - 1, int(version))
-    return services.decode_log_entry(location, entries[0]) if entries else None
+    if not entries:
+        raise CorruptMetadataError(
+            f"txn {txn_id} committed version {version}, whose log entry is missing", key=f"log/{version}"
+        )
+    return services.decode_log_entry(location, entries[0])
 
 
 def cleanup(services: Services, table_id: str, name: str, location: str, grace_seconds: float) -> CleanupReport:
@@ -50,6 +60,7 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
     now = services.clock() / 1_000_000
     deleted: list[str] = []
     kept: list[str] = []
+    damaged: list[tuple[str, str]] = []
     for entry in storage.list_dir(DATA_DIR):
         txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
         if txn_id is None:
@@ -61,7 +72,11 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
         newest = max([entry.modified_at, *(f.modified_at for f in files)])
         if now - newest < grace_seconds:
             continue
-        record = _commit_of(services, table_id, location, txn_id)
+        try:
+            record = _commit_of(services, table_id, location, txn_id)
+        except CorruptMetadataError as exc:  # keep what the damaged log cannot account for, and say so
+            damaged.append((entry.path, str(exc)))
+            continue
         if record is None:
             deleted += storage.discard_staged(txn_id)
             continue
@@ -80,14 +95,19 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
             continue
         version = services.coordinator.find_txn(table_id, txn_id)
         if version is not None:
-            raw = services.coordinator.read_log(table_id, int(version) - 1, int(version))[0]
-            if raw.get("commit_file") == entry.path:
+            raw = services.coordinator.read_log(table_id, int(version) - 1, int(version))
+            if not raw:
+                damaged.append((entry.path, f"txn {txn_id} committed version {version}, whose log entry is missing"))
+                continue
+            if raw[0].get("commit_file") == entry.path:
                 continue  # the log points at this file: it is the committed record
         storage.delete(entry.path)
         deleted.append(entry.path)
     if deleted:
         logger.info("%s: cleanup deleted %d abandoned staged paths", name, len(deleted))
-    return CleanupReport(tuple(deleted), tuple(kept))
+    for path, reason in damaged:
+        logger.warning("%s: cleanup kept %s: %s", name, path, reason)
+    return CleanupReport(tuple(deleted), tuple(kept), tuple(damaged))
 
 
 def delete_table_data(

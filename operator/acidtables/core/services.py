@@ -6,6 +6,7 @@ back-references). The clock and the jitter's random generator are here so tests 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -15,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from .errors import CorruptMetadataError
 from .etcd import Coordinator
 from .records import CommitRecord
 from .settings import Settings
@@ -53,10 +55,26 @@ class Services:
         return storage
 
     def decode_log_entry(self, location: str, entry: dict[str, Any]) -> CommitRecord:
-        """A log entry is the record itself, or a pointer to the immutable commit file holding it."""
+        """A log entry is the record itself, or a pointer to the immutable commit file holding it.
+
+        Either one damaged (unreadable, not JSON, not the shape of a record) is CorruptMetadataError
+        naming the version and the file, never a raw decoding error."""
+        version = entry.get("version", "?")
         if "commit_file" in entry:
-            entry = json.loads(self.storage(location).read(entry["commit_file"]))
-        return CommitRecord.from_json(entry)
+            path = str(entry["commit_file"])
+            try:
+                entry = json.loads(self.storage(location).read(path))
+            except (OSError, ValueError) as exc:
+                raise CorruptMetadataError(
+                    f"commit file {path} of log entry {version} at {location} is unreadable ({exc})", key=path
+                ) from None
+        try:
+            return CommitRecord.from_json(entry)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CorruptMetadataError(
+                f"log entry {version} does not have the shape of a commit record ({type(exc).__name__}: {exc})",
+                key=f"log/{version}",
+            ) from None
 
 
 class SnapshotCache:
@@ -102,28 +120,59 @@ class SnapshotCache:
         if base is None or version - base.version > interval:
             checkpoint = coordinator.checkpoint_at_or_before(table_id, version, within=2 * interval)
             if checkpoint is not None and (base is None or checkpoint[0] > base.version):
-                base = self._read_checkpoint(location, checkpoint[1]) or base
+                base = self._read_checkpoint(location, checkpoint[1], checkpoint[0]) or base
         entries = coordinator.read_log(table_id, base.version if base else -1, version)
         builder = SnapshotBuilder(base)
-        builder.apply_all(self.services.decode_log_entry(location, e) for e in entries)
+        try:
+            builder.apply_all(self.services.decode_log_entry(location, e) for e in entries)
+        except ValueError as exc:  # a gap: a log entry between two others is missing
+            raise CorruptMetadataError(str(exc), key=f"log/{builder.version + 1}") from None
         if builder.version != version:
-            from .errors import VersionNotFoundError
-
-            raise VersionNotFoundError(f"version {version} is not in the log (newest found: {builder.version})")
+            raise CorruptMetadataError(
+                f"the log ends at version {builder.version} but the head says {version}: log entries are missing",
+                key=f"log/{builder.version + 1}",
+            )
         snapshot = builder.build()
         self.put(snapshot)
         return snapshot
 
-    def _read_checkpoint(self, location: str, path: str) -> Snapshot | None:
+    def _read_checkpoint(self, location: str, path: str, version: int) -> Snapshot | None:
+        """The checkpoint's snapshot, or None (with a warning) when it is unreadable or does not prove
+        itself: its version, file count and checksum must match. The log still has everything, so a
+        checkpoint is never trusted, only used."""
         try:
-            return Snapshot.from_json(json.loads(self.services.storage(location).read(path)))
-        except (OSError, ValueError, KeyError) as exc:
+            document = json.loads(self.services.storage(location).read(path))
+            content = document["snapshot"]
+            problems = []
+            if document.get("version") != version or content.get("version") != version:
+                problems.append(f"it is registered as version {version} but says {document.get('version')}")
+            if document.get("checksum") != _checksum(content):
+                problems.append("its checksum does not match its content")
+            if document.get("file_count") != len(content.get("files", ())):
+                problems.append("its file count does not match its file list")
+            if problems:
+                raise ValueError("; ".join(problems))
+            return Snapshot.from_json(content)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             # a checkpoint is an optimisation: if it is unreadable the log still has everything
-            logger.warning("checkpoint %s of %s is unreadable (%s); reading the log instead", path, location, exc)
+            logger.warning("checkpoint %s of %s is ignored (%s); reading the log instead", path, location, exc)
             return None
 
     def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> None:
         storage = self.services.storage(snapshot.metadata.location)
         path = storage.checkpoint_file(snapshot.version, txn_id)
-        storage.write_exclusive(path, json.dumps(snapshot.to_json(), separators=(",", ":")).encode())
+        content = snapshot.to_json()
+        document = {
+            "version": snapshot.version,
+            "file_count": len(content["files"]),
+            "checksum": _checksum(content),
+            "snapshot": content,
+        }
+        storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
         self.services.coordinator.put_checkpoint(snapshot.metadata.table_id, snapshot.version, path)
+
+
+def _checksum(content: Any) -> str:
+    """SHA-256 of a checkpoint's content in one canonical JSON spelling."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()

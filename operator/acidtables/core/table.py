@@ -7,15 +7,16 @@ have no time version and their files are not changes (seeds 000/002, D-18, D-19)
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from . import maintenance
-from .errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from .errors import CorruptMetadataError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata
@@ -98,6 +99,29 @@ class Change:
     removed: tuple[DataFile, ...]
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def names_damage(method: F) -> F:
+    """Name the table in a CorruptMetadataError raised below (etcd and the log know only its id)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Table, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except CorruptMetadataError as exc:
+            if exc.table is not None:
+                raise
+            raise CorruptMetadataError(
+                f"table {self.name} (id {self.table_id}) is damaged: {exc}. Its other versions and every other "
+                "table are unaffected; nothing is committed on top of it",
+                key=exc.key,
+                table=self.name,
+            ) from None
+
+    return cast(F, wrapper)
+
+
 class Table:
     def __init__(self, services: Services, table_id: str, name: str, location: str) -> None:
         self._services = services
@@ -119,6 +143,7 @@ class Table:
 
     # --- snapshots -----------------------------------------------------------------------------------
 
+    @names_damage
     def _head(self) -> tuple[int, int]:
         try:
             state = self._coordinator.read_head(self.table_id)
@@ -134,6 +159,7 @@ class Table:
     def metadata(self) -> TableMetadata:
         return self.snapshot().metadata
 
+    @names_damage
     def snapshot(self, version: int | None = None, timestamp: TimeLike | None = None) -> Snapshot:
         """The table as of an ID version, as of a time (the newest data commit at or before it), or now."""
         if version is not None and timestamp is not None:
@@ -149,6 +175,7 @@ class Table:
             raise VersionNotFoundError(f"{self.name} has no version {version}; the newest is {head_version}")
         return self._services.snapshots.load(self.table_id, self.location, version)
 
+    @names_damage
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:
         time_us = to_time_us(timestamp, argument="timestamp", method=method)
         try:
@@ -164,6 +191,7 @@ class Table:
 
     # --- transactions --------------------------------------------------------------------------------
 
+    @names_damage
     def begin(self, operation: str | Operation, *, user_metadata: Mapping[str, str] | None = None) -> Transaction:
         """Start a transaction pinned to the current version. Commit it, or abort it (also on error, as
         a context manager)."""
@@ -189,6 +217,7 @@ class Table:
             self._services, snapshot, op, txn_id=txn_id, head_revision=head.mod_revision, user_metadata=user_metadata
         )
 
+    @names_damage
     def resume(self, txn_id: str, operation: str | Operation, *, read_version: int, head_revision: int) -> Transaction:
         """Rebuild a transaction begun in another process, from what `begin` returned there.
 
@@ -199,6 +228,7 @@ class Table:
         snapshot = self._services.snapshots.load(self.table_id, self.location, read_version)
         return Transaction(self._services, snapshot, op, txn_id=txn_id, head_revision=head_revision)
 
+    @names_damage
     def find_commit(self, txn_id: str) -> int | None:
         """The version a transaction committed, or None; answers CommitOutcomeUnknown once etcd is back."""
         result = self._coordinator.find_txn(self.table_id, txn_id)
@@ -210,6 +240,7 @@ class Table:
         entries = self._coordinator.read_log(self.table_id, after, upto)
         return [self._services.decode_log_entry(self.location, e) for e in entries]
 
+    @names_damage
     def commits(self, start_version: int = 0, end_version: int | None = None) -> list[CommitRecord]:
         """The full commit records of a version range (both ends inclusive), oldest first, as the log
         holds them: what conflict detection and replay see."""
@@ -217,6 +248,7 @@ class Table:
             raise InvalidArgumentError(f"commits(): start_version must be a non-negative int, found {start_version!r}")
         return self._records(start_version - 1, end_version)
 
+    @names_damage
     def history(self, limit: int | None = None) -> list[HistoryEntry]:
         """Commits newest first; `limit` reads only that many log entries."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -248,6 +280,7 @@ class Table:
             )
         return out
 
+    @names_damage
     def changes(
         self,
         start_version: int | None = None,
@@ -321,6 +354,7 @@ class Table:
 
     # --- maintenance ---------------------------------------------------------------------------------
 
+    @names_damage
     def cleanup(self, *, grace_seconds: float = 3600.0) -> CleanupReport:
         """Delete staged files of transactions that died: not running (no live lease), never committed,
         and older than `grace_seconds`. Files of committed transactions that no version references (a

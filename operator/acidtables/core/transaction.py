@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import events
-from .errors import InvalidArgumentError, TransactionClosedError
+from .errors import CorruptMetadataError, InvalidArgumentError, TransactionClosedError
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
 from .file_checks import prove_new_file, prove_re_added_file
 from .operations import REWRITES, OpClass, Operation, classify
@@ -387,6 +387,14 @@ class Transaction:
 
         try:
             info = Committer(self._services, self).run()
+        except CorruptMetadataError as exc:
+            self._closed = True
+            raise CorruptMetadataError(
+                f"table {self.table_name} is damaged, so {self.operation.display} (txn {self.txn_id}) was not "
+                f"committed: {exc}",
+                key=exc.key,
+                table=self.table_name,
+            ) from None
         except BaseException:
             self._closed = True
             raise

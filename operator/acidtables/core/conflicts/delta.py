@@ -154,9 +154,7 @@ def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata
             and all(p in w_removed for p in outputs[0].lineage)
         ):
             # D-25: no row ids to follow the rows to their new file; fall back to the file-level rule
-            return conflict(
-                ConcurrentDeleteReadException, winner, intent, table, f"{old.path} was rewritten", file=old
-            )
+            return conflict(ConcurrentDeleteReadException, winner, intent, table, f"{old.path} was rewritten", file=old)
         output = moved.get(outputs[0].path, outputs[0])
         mapped = _map_onto_output(output, w_removed, old.path, ours)
         moved[output.path] = replace(

@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_NAMESPACE = "default"
+#: Hive's identifier limit; a name is a path component of the default location (file systems allow 255 bytes)
+MAX_NAME_LENGTH = 128
 #: file under a local data directory naming the embedded etcd that serves it (Catalog.local, `acidtables etcd`)
 LOCAL_ETCD_MARKER = "etcd-endpoint.json"
 
@@ -54,6 +56,12 @@ def split_name(name: str, *, method: str) -> tuple[str, str]:
     if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
         raise InvalidArgumentError(
             f"{method}(): table name {name!r} must be 'namespace.name' with letters, digits and underscores"
+        )
+    too_long = [p for p in parts if len(p) > MAX_NAME_LENGTH]
+    if too_long:
+        raise InvalidArgumentError(
+            f"{method}(): {too_long[0][:40]}... has {len(too_long[0])} characters; namespaces and table names have "
+            f"at most {MAX_NAME_LENGTH} (each becomes a directory name, which file systems limit to 255 bytes)"
         )
     return parts[0], parts[1]
 
@@ -160,6 +168,14 @@ class Catalog:
             raise InvalidArgumentError(f"{method}(): row_level_concurrency must be True or False")
         table_id = uuid.uuid4().hex
         now = self.services.clock()
+        if location is not None and (not isinstance(location, str) or not location.strip()):
+            raise InvalidArgumentError(f"{method}(): location must be a non-empty path or URI, found {location!r}")
+        unprintable = sorted({repr(ch) for ch in location or "" if not ch.isprintable()})
+        if unprintable:
+            raise InvalidArgumentError(
+                f"{method}(): location {location!r} contains {', '.join(unprintable)}, which no file system path "
+                "may hold"
+            )
         location = normalize_location(
             location or f"{self.settings.warehouse.rstrip('/')}/{namespace}/{short}-{table_id[:8]}"
         )
@@ -199,22 +215,24 @@ class Catalog:
         coordinator = self.services.coordinator
         if coordinator.get_catalog_entry(namespace, short) is not None:
             raise TableAlreadyExistsError(f"{method}(): {metadata.name} already exists; drop it first or pick a name")
-        storage = self.services.storage(location)
-        reuse = check_location_is_free(
-            location,
-            warehouse=self.settings.warehouse,
-            tables=[(e["name"], e["location"]) for e in coordinator.list_catalog(None)],
-            storage=storage,
-            now_us=now,
-            lease_seconds=self.settings.commit.lease_ttl_seconds,
-        )
-        owner = Owner(table_id, metadata.name)
         try:
+            storage = self.services.storage(location)
+            reuse = check_location_is_free(
+                location,
+                warehouse=self.settings.warehouse,
+                tables=[(e["name"], e["location"]) for e in coordinator.list_catalog(None)],
+                storage=storage,
+                now_us=now,
+                lease_seconds=self.settings.commit.lease_ttl_seconds,
+            )
+            owner = Owner(table_id, metadata.name)
             claim(storage, owner, clear_dropped=reuse)
         except FileExistsError:
             raise InvalidArgumentError(
                 f"{method}(): another table claimed location {location} at the same moment; pick another location"
             ) from None
+        except OSError as exc:  # a name too long, a permission, a path through a file: the system's own reason
+            raise InvalidArgumentError(f"{method}(): location {location} cannot hold a table: {exc}") from None
         try:
             created = coordinator.create_table(
                 namespace, short, entry, table_id, record.to_json(), Head(0, None, txn_id).to_json()

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .errors import InvalidArgumentError
+
 METADATA_DIR = "_acidtables"
 DATA_DIR = "data"
 #: written at creation, exclusively: the id of the one table that owns this location. Every operation
@@ -90,7 +92,14 @@ class Storage:
             from pyarrow import fs as pafs
 
             uri = self.location.replace("s3a://", "s3://", 1)
-            self._fs, self._base = pafs.FileSystem.from_uri(uri)
+            try:
+                self._fs, self._base = pafs.FileSystem.from_uri(uri)
+            except Exception as exc:  # ArrowInvalid / ArrowNotImplementedError: not a file system pyarrow knows
+                scheme = self.location.split("://", 1)[0]
+                raise InvalidArgumentError(
+                    f"location {self.location}: {scheme}:// is not a file system acidtables can use ({exc}); use a "
+                    "local path, file://, s3:// or s3a://, gs://, hdfs:// or abfs://"
+                ) from None
 
     # --- paths ---------------------------------------------------------------------------------------
 

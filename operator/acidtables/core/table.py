@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,14 @@ def to_time_us(value: TimeLike, *, argument: str, method: str) -> int:
     if isinstance(value, bool):
         raise InvalidArgumentError(f"{method}(): {argument} must be a time, found {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise InvalidArgumentError(f"{method}(): {argument} must be a finite time, found {value!r}")
+        try:
+            datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidArgumentError(
+                f"{method}(): {argument}={value!r} seconds since the epoch is outside the supported range"
+            ) from None
         return int(value * 1_000_000)
     if isinstance(value, str):
         try:

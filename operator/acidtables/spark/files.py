@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.records import ColumnStats, DataFile, TableMetadata
-from acidtables.core.storage import HIVE_NULL, Storage
+from acidtables.core.storage import DATA_DIR, HIVE_NULL, Storage
 from acidtables.core.transaction import Transaction
 
 from .schema import DELETE, OP_COLUMN, typed_partition_value
@@ -93,6 +93,11 @@ def write_staged(
     """Write `df` (in the table's column order) under the staging dir and describe the files written."""
     meta = tx.metadata
     storage = tx.storage
+    if storage.file_size(DATA_DIR) is not None:
+        raise InvalidArgumentError(
+            f"{meta.name}: {storage.absolute(DATA_DIR)} is a file, where the table keeps its data directory; move "
+            "it away (acidtables never deletes what it did not write)"
+        )
     relative_dir = write_dir(storage, tx.txn_id)
     writer = guarded(df, tx.target_metadata).write.mode("errorifexists").option("compression", "snappy")
     if meta.partition_by:
@@ -155,6 +160,15 @@ def guarded(df: DataFrame, meta: TableMetadata) -> DataFrame:
             reason = "part of the primary key" if c.name in meta.primary_key else "declared NOT NULL"
             checks.setdefault(c.name, []).append(
                 (F.col(c.name).isNull() & ~tombstone, f"column {c.name} of {meta.name} is {reason} and a row has NULL")
+            )
+        if c.name in meta.partition_by:
+            limit = 255 - len(c.name.encode()) - 1  # `name=value` is one directory name: 255 bytes at most
+            checks.setdefault(c.name, []).append(
+                (
+                    F.octet_length(F.col(c.name).cast("string")) > F.lit(limit),
+                    f"partition column {c.name} of {meta.name} has a value longer than {limit} bytes, which does "
+                    "not fit in a directory name (255 bytes)",
+                )
             )
         if c.name in meta.partition_by and c.type.split("(")[0] in _TEXT_TYPES:
             checks.setdefault(c.name, []).append(

@@ -12,7 +12,7 @@ target partition reads the whole table, which is why seed 003/004 recommend nami
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -29,7 +29,7 @@ from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds
 from .prepared import Prepared, preparing
 from .scan import read_snapshot_rows
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type, table_struct
 from .source_reads import record_source_reads
 
 TARGET, SOURCE = "t", "s"
@@ -104,8 +104,32 @@ class MergeBuilder:
     def execute(self, *, commit: bool = True) -> CommitInfo | Prepared:
         if not (self.matched or self.not_matched):
             raise InvalidArgumentError("execute(): add at least one when_matched_* or when_not_matched_* clause")
+        _validate(self)
         prepared = _run(self)
         return prepared.commit() if commit else prepared
+
+
+def _validate(merge: MergeBuilder) -> None:
+    """Resolve the condition, the clause conditions and the assigned expressions against the target and
+    the source now, on empty frames, so a typo or an unknown column fails before any job runs."""
+    meta = merge.table.metadata
+    target = merge.spark.createDataFrame([], table_struct(meta)).alias(TARGET)
+    source = merge.source.limit(0).alias(SOURCE)
+
+    def resolve(what: str, text: str, frame: Callable[[str], DataFrame]) -> None:
+        try:
+            frame(text).schema  # noqa: B018 (resolving the plan is the check)
+        except Exception as exc:  # AnalysisException / ParseException: report them as our own error
+            first = str(exc).strip().splitlines()[0]
+            raise InvalidArgumentError(f"merge(): {what} {text!r} is not valid for {meta.name}: {first}") from None
+
+    resolve("condition", merge.condition, lambda text: target.join(source, F.expr(text), "full_outer"))
+    joined = target.join(source, F.expr(merge.condition), "full_outer")
+    for clause in (*merge.matched, *merge.not_matched):
+        if clause.condition is not None:
+            resolve(f"{clause.kind} condition", clause.condition, lambda text: joined.filter(F.expr(text)))
+        for column, expression in (clause.values or {}).items():
+            resolve(f"value of {column}", expression, lambda text: joined.select(F.expr(text)))
 
 
 def _evolved_columns(merge: MergeBuilder, meta: TableMetadata) -> list[Column_]:

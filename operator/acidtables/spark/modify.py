@@ -152,7 +152,7 @@ def modify(
         if assignments is not None:
             assignments = check_assignments(meta, assignments, operation)
         if condition is not None:
-            _validate(spark, meta, condition, operation)
+            validate_condition(spark, meta, condition, operation)
         if meta.primary_key:
             summary = _merge_on_read(spark, tx, condition, assignments)
         elif meta.row_level_concurrency:
@@ -162,7 +162,7 @@ def modify(
     return Prepared(tx, summary)
 
 
-def _validate(spark: SparkSession, meta: TableMetadata, condition: str, method: str) -> None:
+def validate_condition(spark: SparkSession, meta: TableMetadata, condition: str, method: str) -> None:
     """Resolve the condition against the table's columns now, so a typo fails before any work."""
     from .schema import table_struct
 

@@ -13,12 +13,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
+from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import parse_predicate
 from acidtables.core.records import DataFile
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.table import Table, TimeLike
 
 from .files import FILE, ROW
+from .modify import validate_condition
 from .scan import read_files, read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, table_struct
 
@@ -27,6 +29,10 @@ CHANGE_TYPE, CHANGE_VERSION, CHANGE_TIME = "_change_type", "_commit_version", "_
 
 def read_snapshot(spark: SparkSession, table: Table, snapshot: Snapshot, where: str | None = None) -> DataFrame:
     meta = snapshot.metadata
+    if where is not None:
+        if not isinstance(where, str):
+            raise InvalidArgumentError(f"read(): where must be a SQL string, found {type(where).__name__}")
+        validate_condition(spark, meta, where, "read")
     expr = parse_predicate(where, meta.column_names) if where else None
     df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr))
     return df.filter(F.expr(where)) if where else df

@@ -8,7 +8,7 @@ INSTALL_STAMP := $(VENV)/.acidtables-installed
 
 .PHONY: install test lint demo bench
 
-install: $(INSTALL_STAMP)
+install: $(INSTALL_STAMP) $(S3_STAMP)
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -17,6 +17,17 @@ $(PYTHON):
 $(INSTALL_STAMP): pyproject.toml | $(PYTHON)
 	$(PIP) install -q -e '.[dev]'
 	touch $(INSTALL_STAMP)
+
+# The S3-protocol test server (moto) in a venv of its own: moto pins python-dateutil below 3, the
+# kubernetes client needs 3 or later, so they cannot share one.
+S3_VENV ?= .venv-s3
+S3_STAMP := $(S3_VENV)/.moto-installed
+
+$(S3_STAMP):
+	python3 -m venv $(S3_VENV)
+	$(S3_VENV)/bin/python -m pip install -q --upgrade pip
+	$(S3_VENV)/bin/python -m pip install -q 'moto[server]>=5'
+	touch $(S3_STAMP)
 
 test: install
 	$(PYTHON) -m pytest -m "not e2e" -q

@@ -13,7 +13,6 @@ import json
 import os
 import posixpath
 import shutil
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +69,23 @@ def normalize_location(location: str) -> str:
     return location.rstrip("/")
 
 
+#: an S3-protocol endpoint other than AWS (MinIO, Ceph, a test server): http(s)://host:port. Credentials
+#: and region come from the usual AWS_* variables, which pyarrow reads itself.
+S3_ENDPOINT = "ACIDTABLES_S3_ENDPOINT"
+
+
+def _object_store(uri: str) -> tuple[Any, str]:
+    """pyarrow's file system for a URI and the path inside it; s3:// honours ACIDTABLES_S3_ENDPOINT."""
+    from pyarrow import fs as pafs
+
+    endpoint = os.environ.get(S3_ENDPOINT, "").strip()
+    parts = urlsplit(uri)
+    if parts.scheme == "s3" and endpoint:
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return pafs.S3FileSystem(endpoint_override=endpoint, region=region), f"{parts.netloc}{parts.path}".rstrip("/")
+    return pafs.FileSystem.from_uri(uri)
+
+
 def _local_root(location: str) -> Path | None:
     if "://" not in location:
         return Path(location)
@@ -89,11 +105,10 @@ class Storage:
         self._base = ""
         self._footers: dict[str, Any] = {}
         if self._root is None:
-            from pyarrow import fs as pafs
 
             uri = self.location.replace("s3a://", "s3://", 1)
             try:
-                self._fs, self._base = pafs.FileSystem.from_uri(uri)
+                self._fs, self._base = _object_store(uri)
             except Exception as exc:  # ArrowInvalid / ArrowNotImplementedError: not a file system pyarrow knows
                 scheme = self.location.split("://", 1)[0]
                 raise InvalidArgumentError(
@@ -159,6 +174,8 @@ class Storage:
         return self._root / relative
 
     def _remote(self, relative: str) -> str:
+        if not relative:
+            return self._base
         return f"{self._base}/{relative}" if self._base else relative
 
     # --- operations ----------------------------------------------------------------------------------
@@ -302,7 +319,7 @@ class Storage:
 
         selector = pafs.FileSelector(self._remote(relative), allow_not_found=True)
         return [
-            FileInfo(f"{relative}/{i.base_name}", i.size or 0, i.mtime.timestamp() if i.mtime else time.time())
+            FileInfo(f"{relative}/{i.base_name}", i.size or 0, i.mtime.timestamp() if i.mtime else 0.0)
             for i in self._fs.get_file_info(selector)
         ]
 
@@ -335,4 +352,4 @@ class Storage:
         for info in self._fs.get_file_info(selector):
             if info.type == pafs.FileType.File:
                 rel = info.path[len(self._base) + 1 :] if self._base else info.path
-                yield FileInfo(rel, info.size or 0, info.mtime.timestamp() if info.mtime else time.time())
+                yield FileInfo(rel, info.size or 0, info.mtime.timestamp() if info.mtime else 0.0)

@@ -1,0 +1,146 @@
+"""The location rules, drop, cleanup and the commit's proof of its files on an S3-protocol server (moto
+on loopback): the same guarantees as on local disk, on `s3a://` locations."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
+
+from acidtables import Catalog, DataFile, Table, Transaction
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.core.storage import OWNER_MARKER, Storage
+from acidtables.errors import InvalidArgumentError, LocationNotOwnedError
+
+SCHEMA = "id BIGINT, dt STRING"
+
+
+@pytest.fixture
+def warehouse(s3_endpoint: str) -> str:  # noqa: F811
+    return f"s3a://{BUCKET}/w-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def s3_catalog(etcd_server: EmbeddedEtcd, etcd_prefix: str, warehouse: str) -> Iterator[Catalog]:
+    catalog = Catalog(Settings(etcd=EtcdSettings((etcd_server.endpoint,), prefix=etcd_prefix), warehouse=warehouse))
+    try:
+        yield catalog
+    finally:
+        catalog.close()
+
+
+def parquet(rows: int) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(range(rows), pa.int64())}), sink)
+    return sink.getvalue()
+
+
+def stage(tx: Transaction, rows: int = 2, name: str = "part-0.parquet", dt: str = "a") -> DataFile:
+    relative = f"{tx.storage.relative(tx.staging_dir)}/dt={dt}/{name}"
+    payload = parquet(rows)
+    tx.storage.write_exclusive(relative, payload)
+    return DataFile(relative, {"dt": dt}, rows=rows, size_bytes=len(payload))
+
+
+def with_rows(table: Table, commits: int = 2) -> Table:
+    for i in range(commits):
+        with table.begin("insert_into") as tx:
+            tx.add_files([stage(tx, name=f"part-{i}.parquet")])
+            tx.commit()
+    return table
+
+
+def objects(location: str) -> set[str]:
+    return {f.path for f in Storage(location).walk("")}
+
+
+def test_commits_and_snapshots_on_an_object_store(s3_catalog: Catalog) -> None:
+    table = with_rows(s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"]), 3)
+    assert table.location.startswith("s3a://")
+    assert len(table.snapshot().files) == 3 and table.snapshot().row_count == 6
+    assert OWNER_MARKER in objects(table.location)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (lambda tx: DataFile(f"{tx.storage.relative(tx.staging_dir)}/x.parquet", {"dt": "a"}, 1, 10), "does not exist"),
+        (lambda tx: DataFile(stage(tx).path, {"dt": "a"}, 2, 1), "bytes but its entry says 1"),
+        (lambda tx: DataFile(stage(tx).path, {"dt": "a"}, 5, stage(tx, name="p1.parquet").size_bytes), "holds 2 rows"),
+        (lambda tx: DataFile(stage(tx, dt="b").path, {"dt": "a"}, 2, len(parquet(2))), "lies in directory dt=b"),
+    ],
+    ids=["missing", "size", "rows", "partition"],
+)
+def test_a_commit_proves_its_files_on_an_object_store(s3_catalog: Catalog, bad, message: str) -> None:  # type: ignore[no-untyped-def]
+    table = s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"])
+    tx = table.begin("insert_into")
+    with pytest.raises(InvalidArgumentError, match=message):
+        tx.add_files([bad(tx)])
+    tx.abort()
+    assert table.version == 0
+
+
+@pytest.mark.parametrize(
+    ("relative", "relation"),
+    [("x/orders", "is the location of"), ("x/orders/sub", "lies inside"), ("x", "contains")],
+    ids=["equal", "inside", "around"],
+)
+def test_object_store_locations_meeting_another_tables_are_refused(
+    s3_catalog: Catalog, warehouse: str, relative: str, relation: str
+) -> None:
+    first = with_rows(
+        s3_catalog.create_table("sales.orders", schema=SCHEMA, partition_by=["dt"], location=f"{warehouse}/x/orders")
+    )
+    before = objects(first.location)
+    spelled = f"{warehouse}/{relative}".replace("s3a://", "s3://")  # another spelling of the same objects
+    with pytest.raises(InvalidArgumentError, match=relation):
+        s3_catalog.create_table("other.t", schema=SCHEMA, location=spelled)
+    assert objects(first.location) == before
+
+
+def test_the_object_store_warehouse_root_and_a_foreign_prefix_are_refused(s3_catalog: Catalog, warehouse: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="warehouse root"):
+        s3_catalog.create_table("sales.t", schema=SCHEMA, location=warehouse)
+    Storage(f"{warehouse}/reports").write_exclusive("q3.csv", b"a,b\n")
+    with pytest.raises(InvalidArgumentError, match="not empty"):
+        s3_catalog.create_table("sales.t", schema=SCHEMA, location=f"{warehouse}/reports")
+    assert objects(f"{warehouse}/reports") == {"q3.csv"}
+
+
+def test_drop_and_cleanup_on_an_object_store_delete_only_what_the_table_wrote(s3_catalog: Catalog) -> None:
+    doomed = with_rows(s3_catalog.create_table("sales.doomed", schema=SCHEMA, partition_by=["dt"]))
+    neighbour = with_rows(s3_catalog.create_table("sales.neighbour", schema=SCHEMA, partition_by=["dt"]))
+    neighbour_objects = objects(neighbour.location)
+    Storage(doomed.location).write_exclusive("README.txt", b"kept")
+    dead = doomed.begin("insert_into")
+    dead.add_files([stage(dead, name="dead.parquet")])
+    s3_catalog.services.coordinator.unregister_inflight(doomed.table_id, dead.txn_id)
+    report = doomed.cleanup(grace_seconds=0)
+    assert any(dead.txn_id in p for p in report.deleted)
+    assert not [p for p in objects(doomed.location) if dead.txn_id in p]
+    assert len(doomed.snapshot().files) == 2 and all(
+        Storage(doomed.location).file_size(f.path) == f.size_bytes for f in doomed.snapshot().files
+    )
+
+    s3_catalog.drop_table("sales.doomed", delete_data=True)
+    assert objects(doomed.location) == {"README.txt", OWNER_MARKER, "_acidtables/dropped.json"}
+    assert objects(neighbour.location) == neighbour_objects
+
+
+def test_a_mismatched_marker_on_an_object_store_refuses_drop_and_cleanup(s3_catalog: Catalog) -> None:
+    table = with_rows(s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"]))
+    storage = Storage(table.location)
+    storage.delete(OWNER_MARKER)
+    storage.write_exclusive(OWNER_MARKER, b'{"table_id": "other", "name": "x.y"}')
+    before = objects(table.location)
+    with pytest.raises(LocationNotOwnedError):
+        s3_catalog.drop_table("sales.t", delete_data=True)
+    with pytest.raises(LocationNotOwnedError):
+        table.cleanup(grace_seconds=0)
+    assert objects(table.location) == before

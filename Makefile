@@ -5,6 +5,9 @@ PYTHON := $(VENV)/bin/python
 PIP := $(PYTHON) -m pip
 # Reinstall only when the declared dependencies change, not on every `make test`.
 INSTALL_STAMP := $(VENV)/.acidtables-installed
+# The S3-protocol test server (moto) gets a venv of its own; see its rule below.
+S3_VENV ?= .venv-s3
+S3_STAMP := $(S3_VENV)/.moto-installed
 
 .PHONY: install test lint demo bench
 
@@ -20,9 +23,6 @@ $(INSTALL_STAMP): pyproject.toml | $(PYTHON)
 
 # The S3-protocol test server (moto) in a venv of its own: moto pins python-dateutil below 3, the
 # kubernetes client needs 3 or later, so they cannot share one.
-S3_VENV ?= .venv-s3
-S3_STAMP := $(S3_VENV)/.moto-installed
-
 $(S3_STAMP):
 	python3 -m venv $(S3_VENV)
 	$(S3_VENV)/bin/python -m pip install -q --upgrade pip

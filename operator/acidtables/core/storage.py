@@ -83,7 +83,8 @@ def _object_store(uri: str) -> tuple[Any, str]:
     if parts.scheme == "s3" and endpoint:
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         return pafs.S3FileSystem(endpoint_override=endpoint, region=region), f"{parts.netloc}{parts.path}".rstrip("/")
-    return pafs.FileSystem.from_uri(uri)
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, str(path)
 
 
 def _local_root(location: str) -> Path | None:

@@ -538,3 +538,57 @@ def test_transaction_used_after_commit_raises_transaction_closed(method: str, ta
         calls[method]()
 
     assert table.version == 1
+
+
+# --- TLS misconfiguration is named, not waited out ------------------------------------------------------
+
+
+def _tls_catalog(
+    endpoint: str, etcd_prefix: str, tmp_path: Path, ca_file: str | None, unavailable_seconds: float = 3.0
+) -> Catalog:
+    etcd = EtcdSettings(
+        (endpoint,), prefix=etcd_prefix, ca_file=ca_file, unavailable_timeout_seconds=unavailable_seconds
+    )
+    return Catalog(Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse")))
+
+
+def test_https_against_a_plaintext_etcd_names_the_endpoint_and_the_tls_cause(
+    etcd_server: EmbeddedEtcd, tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path
+) -> None:
+    _, ca_file = tls_etcd
+    endpoint = etcd_server.endpoint.replace("http://", "https://")
+    started = time.monotonic()
+    with (
+        _tls_catalog(endpoint, etcd_prefix, tmp_path, str(ca_file), unavailable_seconds=20.0) as catalog,
+        pytest.raises(ConfigurationError, match="TLS with etcd at") as caught,
+    ):
+        catalog.list_tables()
+    assert endpoint in str(caught.value) and "is etcd serving TLS" in str(caught.value)
+    assert time.monotonic() - started < 15  # told at once, not after the 20 s unavailable deadline
+
+
+def test_plain_http_against_a_tls_etcd_names_the_endpoint(
+    tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path
+) -> None:
+    server, _ = tls_etcd
+    endpoint = server.endpoint.replace("https://", "http://")
+    with (
+        _tls_catalog(endpoint, etcd_prefix, tmp_path, None) as catalog,
+        pytest.raises((ConfigurationError, CoordinatorUnavailable)) as caught,
+    ):
+        catalog.list_tables()
+    assert endpoint in str(caught.value)
+
+
+@pytest.mark.parametrize("problem", ["missing", "a directory"])
+def test_an_unreadable_ca_file_is_named_with_its_variable(
+    tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path, problem: str
+) -> None:
+    server, _ = tls_etcd
+    ca_file = tmp_path / "nope.pem" if problem == "missing" else tmp_path
+    with (
+        _tls_catalog(server.endpoint, etcd_prefix, tmp_path, str(ca_file)) as catalog,
+        pytest.raises(ConfigurationError, match=f"ACIDTABLES_ETCD_CA_FILE={ca_file} cannot be read") as caught,
+    ):
+        catalog.list_tables()
+    assert server.endpoint in str(caught.value)

@@ -111,6 +111,22 @@ def _log_entries(kvs: Any) -> list[dict[str, Any]]:
     )
 
 
+_TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "wrong version number")
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """gRPC's account of a TLS failure (a handshake with a plaintext server, an unknown CA) found in the
+    error or its causes (pyetcd wraps gRPC's error in its own), or None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        details = seen.details() if isinstance(seen, grpc.RpcError) and hasattr(seen, "details") else None
+        text = str(details or seen)
+        if any(word in text.lower() for word in _TLS_WORDS):
+            return text
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _dumps(data: Any) -> bytes:
     return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
@@ -155,6 +171,20 @@ class Coordinator:
         if s.secure:
             if s.ca_file is None:
                 raise ConfigurationError("https etcd endpoints need ACIDTABLES_ETCD_CA_FILE (the CA that signed etcd)")
+            for variable, path in (
+                ("ACIDTABLES_ETCD_CA_FILE", s.ca_file),
+                ("ACIDTABLES_ETCD_CERT_FILE", s.cert_file),
+                ("ACIDTABLES_ETCD_KEY_FILE", s.key_file),
+            ):
+                if path is not None:
+                    try:
+                        with open(path, "rb") as handle:
+                            handle.read(1)
+                    except OSError as exc:
+                        raise ConfigurationError(
+                            f"TLS for etcd at {', '.join(s.endpoints)}: {variable}={path} cannot be read "
+                            f"({exc.strerror or exc})"
+                        ) from None
             credentials = pyetcd.MultiEndpointEtcd3Client.get_secure_creds(s.ca_file, s.key_file, s.cert_file)
         endpoints = []
         for url in s.endpoints:
@@ -206,6 +236,7 @@ class Coordinator:
         deadline = time.monotonic() + self.settings.unavailable_timeout_seconds
         delay = 0.05
         relogged = False
+        tls_failures = 0
         while True:
             try:
                 return fn(self.client)
@@ -221,6 +252,20 @@ class Coordinator:
                 error: BaseException = exc
             except _CONNECTION_ERRORS as exc:
                 error = exc
+            tls = _tls_failure(error)
+            tls_failures = tls_failures + 1 if tls is not None else 0
+            if tls is not None and tls_failures >= 2:
+                # a handshake that failed twice in a row fails for good (an etcd still starting answers
+                # "connection refused", not a TLS error): say why now instead of waiting out the deadline
+                raise ConfigurationError(
+                    f"TLS with etcd at {', '.join(self.settings.endpoints)} failed during {what}: {tls}. "
+                    + (
+                        "The endpoints say https: is etcd serving TLS, and did ACIDTABLES_ETCD_CA_FILE sign its "
+                        "certificate?"
+                        if self.settings.secure
+                        else "The endpoints say http: does etcd expect TLS (https://)?"
+                    )
+                ) from error
             self._reset_client()
             remaining = deadline - time.monotonic()
             if remaining <= 0:

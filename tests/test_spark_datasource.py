@@ -64,3 +64,28 @@ def test_a_write_with_the_wrong_schema_is_refused_and_leaves_nothing(spark: Spar
 def test_reading_a_missing_table_names_it(spark: SparkSession, catalog: Catalog) -> None:
     with pytest.raises(Exception, match=r"no table ds\.nothing"):
         spark.read.format("acidtables").options(**options(catalog)).load("ds.nothing").collect()
+
+
+@pytest.mark.parametrize("step", ["read", "write", "time travel"])
+def test_an_acidtables_error_in_the_data_source_is_the_first_line_spark_shows(
+    spark: SparkSession, catalog: Catalog, step: str
+) -> None:
+    opts = options(catalog)
+    if step == "read":
+        expected = "TableNotFoundError: table(): no table ds.missing"
+        run = lambda: spark.read.format("acidtables").options(**opts).load("ds.missing").collect()  # noqa: E731
+    elif step == "write":
+        expected = "TableNotFoundError: table(): no table ds.missing"
+        frame = spark.createDataFrame([(1, "a", 1.0)], SCHEMA)
+        run = lambda: frame.write.format("acidtables").options(**opts).mode("append").save("ds.missing")  # noqa: E731
+    else:
+        catalog.create_table("ds.t", schema=SCHEMA)
+        expected = "VersionNotFoundError: ds.t has no version 7"
+        run = (  # noqa: E731
+            lambda: spark.read.format("acidtables").options(**opts).option("versionAsOf", 7).load("ds.t").collect()
+        )
+    with pytest.raises(Exception) as caught:
+        run()
+    first_line = str(caught.value).splitlines()[0]
+    assert expected in first_line, first_line
+    assert "Traceback" not in first_line

@@ -16,11 +16,13 @@ for code that wants `format("acidtables")`.
 
 from __future__ import annotations
 
+import functools
+import os
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -38,7 +40,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
 from acidtables.core.catalog import Catalog
-from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.errors import AcidTablesError, InvalidArgumentError
 from acidtables.core.records import DataFile, TableMetadata
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.core.storage import HIVE_NULL, Storage
@@ -84,6 +86,28 @@ def _table_name(options: Mapping[str, str]) -> str:
     return name
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_facing(method: F) -> F:
+    """For the driver-side steps Spark runs in planning workers (schema, reader, writer, commit): an
+    acidtables error reaches the user as its class and message on the first line of Spark's error,
+    instead of a Python traceback with the cause at the bottom. Spark formats a worker's error without
+    the traceback when SPARK_HIDE_TRACEBACK is set, so it is set, in that planning worker only, when the
+    error is ours; our errors name their cause themselves. Executor-side read and write are left alone:
+    their workers also run user code whose tracebacks matter."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except AcidTablesError:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise
+
+    return cast(F, wrapper)
+
+
 class AcidTablesDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -93,9 +117,11 @@ class AcidTablesDataSource(DataSource):
         with catalog_from_options(self.options) as catalog:
             return catalog.table(_table_name(self.options)).metadata
 
+    @user_facing
     def schema(self) -> StructType:
         return table_struct(self._metadata())
 
+    @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         options = self.options
         version = options.get("versionAsOf")
@@ -106,6 +132,7 @@ class AcidTablesDataSource(DataSource):
             files = [{**f.to_json(), "added_version": f.added_version} for f in snapshot.files]
             return AcidTablesReader(snapshot.metadata.to_json(), files)
 
+    @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
         with catalog_from_options(self.options) as catalog:
             table = catalog.table(_table_name(self.options))
@@ -172,6 +199,7 @@ class AcidTablesReader(DataSourceReader):
         self.metadata = metadata
         self.files = files
 
+    @user_facing
     def partitions(self) -> Sequence[InputPartition]:
         meta = TableMetadata.from_json(self.metadata)
         if not self.files:
@@ -290,6 +318,7 @@ class AcidTablesWriter(DataSourceArrowWriter):
             head_revision=self.state.head_revision,
         )
 
+    @user_facing
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         with catalog_from_options(self.state.options) as catalog:
             tx = self._transaction(catalog)

@@ -131,3 +131,25 @@ def test_any_location_is_accepted_or_refused_by_name(catalog: Catalog, tmp_path:
         os.chdir(cwd)
     assert table.location != catalog.settings.warehouse
     catalog.drop_table(table.name, delete_data=True)
+
+
+def test_a_file_where_the_metadata_directory_must_be_is_refused_by_name(catalog: Catalog) -> None:
+    from tests.helpers.tables import staged_parquet
+
+    from acidtables.core.settings import CommitSettings, Settings
+
+    small = Catalog(
+        Settings(
+            etcd=catalog.settings.etcd,
+            warehouse=catalog.settings.warehouse,
+            commit=CommitSettings(inline_record_max_bytes=16),
+        )
+    )
+    table = small.create_table(next_name(), schema=SCHEMA)
+    (Path(table.location) / "_acidtables" / "commits").write_text("someone's file")
+    tx = table.begin("insert_into")
+    tx.add_files([staged_parquet(tx)])
+    with pytest.raises(InvalidArgumentError, match="metadata directory must be a directory of its own"):
+        tx.commit()
+    assert table.version == 0
+    small.close()

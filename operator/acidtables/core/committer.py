@@ -23,6 +23,7 @@ from .errors import (
     CommitRetriesExhausted,
     ConcurrentModificationException,
     CoordinatorUnavailable,
+    InvalidArgumentError,
     TableNotFoundError,
 )
 from .etcd import CasResult, CommitAnswerLost
@@ -179,7 +180,14 @@ class Committer:
         if len(encoded) <= self.settings.inline_record_max_bytes:
             return encoded
         path = self.storage.commit_file(record.txn_id, attempt)
-        self.storage.write_exclusive(path, encoded)
+        try:
+            self.storage.write_exclusive(path, encoded)
+        except (NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
+            self._give_up()
+            raise InvalidArgumentError(
+                f"{self.meta.name}: the commit file {self.storage.absolute(path)} cannot be written ({exc}); the "
+                "table's metadata directory must be a directory of its own. Nothing was committed"
+            ) from None
         pointer = {
             "version": record.version,
             "txn_id": record.txn_id,

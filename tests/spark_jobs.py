@@ -20,6 +20,12 @@ _n = itertools.count()
 Job = Callable[[SparkTable], Prepared]
 
 
+def staged(result: object) -> Prepared:
+    """What an operation called with commit=False returned: its Prepared (checked, for the type checker)."""
+    assert isinstance(result, Prepared), f"expected a Prepared operation, got {result!r}"
+    return result
+
+
 def next_name() -> str:
     """A fresh table name; tests share one catalog prefix per test, so names only need to differ."""
     return f"jobs.t{next(_n)}"

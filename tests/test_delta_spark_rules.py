@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from tests.spark_jobs import SCHEMA, Job, dele, ins, next_name, rows, run, upd
+from tests.spark_jobs import SCHEMA, Job, dele, ins, next_name, rows, run, staged, upd
 
 from acidtables import Catalog
 from acidtables.errors import (
@@ -60,9 +60,7 @@ def two_file_table(spark: SparkSession, catalog: Catalog, level: str, *, dv: boo
 def merge_delete(rows_: list[tuple[int, str, float]], condition: str = "t.id = s.id") -> Job:
     def job(t: SparkTable) -> Prepared:
         source = t.spark.createDataFrame(rows_, SCHEMA)
-        prepared = t.merge(source, condition).when_matched_delete().execute(commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(t.merge(source, condition).when_matched_delete().execute(commit=False))
 
     return job
 
@@ -358,9 +356,7 @@ def source_of(kind: str, t: SparkTable, catalog: Catalog) -> DataFrame:
 
 def insert_from(kind: str, catalog: Catalog) -> Job:
     def job(t: SparkTable) -> Prepared:
-        prepared = t.insert_into(source_of(kind, t, catalog), commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(t.insert_into(source_of(kind, t, catalog), commit=False))
 
     return job
 
@@ -423,9 +419,7 @@ def test_every_scan_of_the_target_counts_even_one_the_write_does_not_write_to(
         source = (
             t.read().filter("dt = 'b'").crossJoin(top).select((F.col("id") + F.col("top")).alias("id"), "dt", "amount")
         )
-        prepared = t.insert_into(source, commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(t.insert_into(source, commit=False))
 
     outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
 
@@ -438,9 +432,7 @@ def test_an_aggregate_over_the_whole_table_is_a_whole_table_read(
 
     def job(t: SparkTable) -> Prepared:
         total = t.read().agg((F.max("id") + 1).alias("id"), F.lit("c").alias("dt"), F.sum("amount").alias("amount"))
-        prepared = t.insert_into(total, commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(t.insert_into(total, commit=False))
 
     outcome(t, ins([(50, "b", 5.0)]), job, ConcurrentAppendException if level == SER else None)
     t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
@@ -457,9 +449,7 @@ def test_a_merge_whose_source_read_the_target_read_that_partition_too(
     def job(t: SparkTable) -> Prepared:
         source = t.read().filter("dt = 'a'").select((F.col("id") + 100).alias("id"), F.lit("b").alias("dt"), "amount")
         builder = t.merge(source, "t.id = s.id AND t.dt = 'b'").when_not_matched_insert_all()
-        prepared = builder.execute(commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(builder.execute(commit=False))
 
     outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
 
@@ -472,9 +462,7 @@ def test_an_overwrite_whose_source_read_another_partition_read_it(
 
     def job(t: SparkTable) -> Prepared:
         source = t.read().filter("dt = 'a'").select("id", F.lit("b").alias("dt"), "amount")
-        prepared = t.insert_overwrite(source, partition={"dt": "b"}, commit=False)
-        assert isinstance(prepared, Prepared)
-        return prepared
+        return staged(t.insert_overwrite(source, partition={"dt": "b"}, commit=False))
 
     outcome(t, ins([(50, "a", 5.0)]), job, ConcurrentAppendException if level == SER else None)
 
@@ -486,10 +474,10 @@ def test_with_row_level_concurrency_a_reading_insert_compares_rows(
     t = two_file_table(spark, catalog, SER, dv=True, partitioned=False)
 
     def job(t: SparkTable) -> Prepared:
-        prepared = t.insert_into(
-            t.read().filter("id < 5").select((F.col("id") + 100).alias("id"), "dt", "amount"), commit=False
+        return staged(
+            t.insert_into(
+                t.read().filter("id < 5").select((F.col("id") + 100).alias("id"), "dt", "amount"), commit=False
+            )
         )
-        assert isinstance(prepared, Prepared)
-        return prepared
 
     outcome(t, ins([(appended, "a", 0.0)]), job, ConcurrentAppendException if appended < 5 else None)

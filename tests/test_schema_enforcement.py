@@ -150,3 +150,16 @@ def test_a_partition_value_spark_would_read_back_as_null_is_refused(
         t.truncate(partition={"dt": value})
     t.insert_into(spark.createDataFrame([(4, None, 4.0)], ROW_SCHEMA))  # the real NULL partition is fine
     assert (4, None, 4.0) in [tuple(r) for r in t.read().collect()]
+
+
+def test_the_data_source_refuses_a_null_in_a_not_null_column_too(spark: SparkSession, catalog: Catalog) -> None:
+    t = table(spark, catalog, schema=ROW_SCHEMA, primary_key=["id"])
+    opts = {
+        "etcd.endpoints": ",".join(catalog.settings.etcd.endpoints),
+        "etcd.prefix": catalog.settings.etcd.prefix,
+        "warehouse": catalog.settings.warehouse,
+    }
+    frame = spark.createDataFrame([(None, "a", 1.0)], ROW_SCHEMA)
+    with pytest.raises(Exception, match=r"column id of .* is part of the primary key and a row has NULL"):
+        frame.write.format("acidtables").options(**opts).mode("append").save(t.name)
+    assert t.table.version == 1

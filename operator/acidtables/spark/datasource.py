@@ -46,7 +46,7 @@ from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.core.storage import HIVE_NULL, Storage
 
 from .files import WRITE_PREFIX, footer_stats
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, spark_type, table_struct
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, read_struct, spark_type, table_struct
 
 FORMAT = "acidtables"
 
@@ -119,7 +119,7 @@ class AcidTablesDataSource(DataSource):
 
     @user_facing
     def schema(self) -> StructType:
-        return table_struct(self._metadata())
+        return read_struct(self._metadata())
 
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -279,6 +279,12 @@ class AcidTablesWriter(DataSourceArrowWriter):
         data = data.rename_columns(
             [next((c.name for c in meta.columns if c.name.lower() == n.lower()), n) for n in data.column_names]
         )
+        for column in meta.columns:  # the rule guarded() folds into SparkTable's writes
+            if not column.nullable and column.name in data.column_names and data[column.name].null_count:
+                reason = "part of the primary key" if column.name in meta.primary_key else "declared NOT NULL"
+                raise InvalidArgumentError(
+                    f"column {column.name} of {meta.name} is {reason} and a row has NULL; nothing was committed"
+                )
         stored = [c.name for c in data_columns(meta)]
         if meta.primary_key:
             data = data.append_column(OP_COLUMN, pa.array([UPSERT] * data.num_rows, pa.string()))

@@ -73,6 +73,12 @@ def table_struct(meta: TableMetadata, columns: Sequence[Column] | None = None) -
     return StructType([StructField(c.name, spark_type(c.type), c.nullable) for c in (columns or meta.columns)])
 
 
+def read_struct(meta: TableMetadata) -> StructType:
+    """The schema a reader promises: every column nullable, as Spark's own file sources do; NOT NULL is
+    enforced where rows are written, and a read never fails on what the files hold."""
+    return StructType([StructField(f.name, f.dataType, True) for f in table_struct(meta).fields])
+
+
 def data_columns(meta: TableMetadata) -> list[Column]:
     """Columns stored inside the Parquet files; partition values live in the log instead."""
     partition = {p.lower() for p in meta.partition_by}

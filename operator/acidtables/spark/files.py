@@ -106,9 +106,12 @@ def write_staged(
         writer.parquet(storage.absolute(relative_dir))
     except Exception as exc:  # Py4JJavaError / SparkRuntimeException: a row broke the schema (guarded)
         refused = _CHECK_FAILED.search(str(exc))
-        if refused is None:
-            raise
-        raise InvalidArgumentError(refused.group(1).strip() + "; nothing was committed") from None
+        if refused is not None:
+            raise InvalidArgumentError(refused.group(1).strip() + "; nothing was committed") from None
+        too_long = _too_long_partition_value(df, meta)
+        if too_long is not None:
+            raise InvalidArgumentError(too_long) from None
+        raise
     files = []
     for info in storage.walk(relative_dir):
         name = info.path.rsplit("/", 1)[-1]
@@ -138,55 +141,99 @@ def write_staged(
                 ordered_lineage=ordered_lineage,
             )
         )
+    check_written(df, tx.target_metadata, files)
     return files
 
 
 #: how a row the schema refuses stops the write (F.raise_error), and how that is found in Spark's error
 _CHECK = "acidtables refused a row:"
 _CHECK_FAILED = re.compile(re.escape(_CHECK) + r"(.*?)(?:\. SQLSTATE|SQLSTATE|\n|$)")
+_COMPLEX = ("ARRAY", "MAP", "STRUCT")
+
+
+def _not_null(meta: TableMetadata, column: str) -> str:
+    reason = "part of the primary key" if column in meta.primary_key else "declared NOT NULL"
+    return f"column {column} of {meta.name} is {reason} and a row has NULL"
+
+
+def _row_checked(meta: TableMetadata, df: DataFrame) -> list[str]:
+    """NOT NULL columns whose Parquet null counts cannot vouch for them, so each row is checked as it is
+    written: complex types (a leaf's null count also counts NULLs inside a value) and, in merge-on-read
+    files, non-key columns (a tombstone holds NULL there by design)."""
+    merge_on_read = OP_COLUMN in df.columns
+    keys = set(meta.primary_key) | set(meta.partition_by)
+    return [
+        c.name
+        for c in meta.columns
+        if not c.nullable
+        and c.name in df.columns
+        and c.name not in meta.partition_by
+        and (c.type.upper().startswith(_COMPLEX) or (merge_on_read and c.name not in keys))
+    ]
 
 
 def guarded(df: DataFrame, meta: TableMetadata) -> DataFrame:
-    """`df` with the schema's row checks folded into the write itself (no extra Spark job): a NULL in a
-    NOT NULL column (primary-key columns are NOT NULL; merge-on-read tombstones carry NULLs by design
-    and are exempt), and a text partition value of '' or Hive's NULL spelling, which Spark would
-    silently read back as NULL."""
-    tombstone = (F.col(OP_COLUMN) == F.lit(DELETE)) if OP_COLUMN in df.columns else F.lit(False)
-    checks: dict[str, list[tuple[Column, str]]] = {}
-    for c in meta.columns:
-        if c.name not in df.columns:
-            continue
-        if not c.nullable:
-            reason = "part of the primary key" if c.name in meta.primary_key else "declared NOT NULL"
-            checks.setdefault(c.name, []).append(
-                (F.col(c.name).isNull() & ~tombstone, f"column {c.name} of {meta.name} is {reason} and a row has NULL")
-            )
-        if c.name in meta.partition_by:
-            limit = 255 - len(c.name.encode()) - 1  # `name=value` is one directory name: 255 bytes at most
-            checks.setdefault(c.name, []).append(
-                (
-                    F.octet_length(F.col(c.name).cast("string")) > F.lit(limit),
-                    f"partition column {c.name} of {meta.name} has a value longer than {limit} bytes, which does "
-                    "not fit in a directory name (255 bytes)",
-                )
-            )
-        if c.name in meta.partition_by and c.type.split("(")[0] in _TEXT_TYPES:
-            checks.setdefault(c.name, []).append(
-                (
-                    F.col(c.name).isin("", HIVE_NULL),
-                    f"partition column {c.name} of {meta.name} has a row with the value '' or {HIVE_NULL!r}, which "
-                    "Spark and Hive store and read back as NULL; use NULL or another value",
-                )
-            )
-    if not checks:
+    """`df` with a per-row NOT NULL check folded into the write (no extra Spark job) for the columns
+    `_row_checked` names; every other rule is checked on what was written (`check_written`)."""
+    columns = _row_checked(meta, df)
+    if not columns:
         return df
+    tombstone = (F.col(OP_COLUMN) == F.lit(DELETE)) if OP_COLUMN in df.columns else F.lit(False)
     out = []
     for name in df.columns:
         column: Column = F.col(f"`{name}`")
-        for condition, message in checks.get(name, []):
-            column = F.when(condition, F.raise_error(F.lit(f"{_CHECK} {message}"))).otherwise(column)
+        if name in columns:
+            error = F.raise_error(F.lit(f"{_CHECK} {_not_null(meta, name)}"))
+            column = F.when(column.isNull() & ~tombstone, error).otherwise(column)
         out.append(column.alias(name))
     return df.select(*out)
+
+
+def _too_long_partition_value(df: DataFrame, meta: TableMetadata) -> str | None:
+    """Why a failed write failed, when a partition value cannot be a directory name (`name=value` holds
+    255 bytes at most; file systems word that failure differently, so the data is asked, once it failed)."""
+    for name in meta.partition_by:
+        limit = 255 - len(name.encode()) - 1
+        longest = df.select(F.max(F.octet_length(F.col(f"`{name}`").cast("string")))).first()
+        if longest is not None and longest[0] is not None and longest[0] > limit:
+            return (
+                f"partition column {name} of {meta.name} has a value of {longest[0]} bytes, too long for a directory "
+                f"name ({limit} bytes with `{name}=`); nothing was committed"
+            )
+    return None
+
+
+def check_written(df: DataFrame, meta: TableMetadata, files: Sequence[DataFile]) -> None:
+    """The schema's rules on what a write produced, from the footers and directories already read:
+    NULL in a NOT NULL column (Parquet null counts; partition values from the directories), and a text
+    partition value of '' or Hive's NULL spelling, which Spark writes as the NULL partition. Only a
+    NULL partition sends one more, short Spark job to the source to tell a real NULL from those."""
+    row_checked = set(_row_checked(meta, df))
+    unknown: set[str] = set()
+    for f in files:
+        for c in meta.columns:
+            if c.nullable or c.name in row_checked:
+                continue
+            if c.name in meta.partition_by:
+                if f.partition.get(c.name) is None:
+                    raise InvalidArgumentError(_not_null(meta, c.name) + "; nothing was committed")
+                continue
+            stats = f.stats.get(c.name)
+            if stats is None or stats.null_count is None:
+                unknown.add(c.name)
+            elif stats.null_count > 0:
+                raise InvalidArgumentError(_not_null(meta, c.name) + "; nothing was committed")
+    for name in sorted(unknown):  # a writer that kept no statistics: ask the data itself
+        if df.filter(F.col(f"`{name}`").isNull()).limit(1).count():
+            raise InvalidArgumentError(_not_null(meta, name) + "; nothing was committed")
+    text = [c.name for c in meta.columns if c.name in meta.partition_by and c.type.split("(")[0] in _TEXT_TYPES]
+    null_partition = [p for p in text if any(f.partition.get(p) is None for f in files)]
+    for name in null_partition:
+        if df.filter(F.col(f"`{name}`").isin("", HIVE_NULL)).limit(1).count():
+            raise InvalidArgumentError(
+                f"partition column {name} of {meta.name} has a row with the value '' or {HIVE_NULL!r}, which Spark "
+                "and Hive store and read back as NULL; use NULL or another value. Nothing was committed"
+            )
 
 
 def file_key(storage: Storage, file: DataFile) -> str:

@@ -88,6 +88,27 @@ def test_commit_record_round_trips_through_json() -> None:
     assert back.adds[0].to_json() == record.adds[0].to_json()
 
 
+def test_every_exception_class_of_the_package_is_under_the_one_root() -> None:
+    """Not only the public module: every exception class any acidtables module defines (private
+    control-flow ones, named with a leading underscore, never leave their module)."""
+    import importlib
+    import pkgutil
+
+    import acidtables
+
+    found = []
+    for module_info in pkgutil.walk_packages(acidtables.__path__, "acidtables."):
+        if module_info.name.endswith(".__main__"):
+            continue  # runs its command on import
+        module = importlib.import_module(module_info.name)
+        for name, obj in inspect.getmembers(module, inspect.isclass):
+            if issubclass(obj, BaseException) and obj.__module__ == module.__name__ and not name.startswith("_"):
+                found.append(obj)
+    assert len(found) > 20
+    outside = sorted(f"{c.__module__}.{c.__name__}" for c in found if not issubclass(c, AcidTablesError))
+    assert outside == []
+
+
 def test_every_public_error_is_under_the_one_root() -> None:
     classes = [obj for _, obj in inspect.getmembers(public_errors, inspect.isclass)]
     assert classes and all(issubclass(c, AcidTablesError) for c in classes)

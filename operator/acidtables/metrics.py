@@ -79,12 +79,6 @@ def _exception_label(value: str | None) -> str:
     return value if value is not None and value in CONFLICT_CLASSES else _OTHER
 
 
-def _split_table_name(name: str) -> tuple[str, str]:
-    """`"sales.orders"` -> ("sales", "orders"), as etcd event records carry the full name."""
-    namespace, _, table = name.partition(".")
-    return (namespace, table) if table else ("", namespace)
-
-
 class CommitMetrics:
     """Counts this process's commits from core's events.
 
@@ -232,7 +226,7 @@ class EtcdEventCollector:
         conflicts: Tally[tuple[str, str, str]] = Tally()
         aborts: Tally[tuple[str, str]] = Tally()
         for event in recorded:
-            namespace, table = _split_table_name(str(event.get("table", "")))
+            namespace, table = events.split_table_name(str(event.get("table", "")))
             if event.get("kind") == "conflict":
                 conflicts[(namespace, table, _exception_label(event.get("exception")))] += 1
             elif event.get("kind") == "aborted":

@@ -13,6 +13,7 @@ from typing import Any
 
 from acidtables.core.catalog import Catalog, split_name
 from acidtables.core.errors import CorruptMetadataError, TableNotFoundError
+from acidtables.core.events import split_table_name
 from acidtables.core.records import Column
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.table import HistoryEntry, Table
@@ -65,7 +66,7 @@ class TableSummary:
         )
 
     def to_json(self) -> dict[str, Any]:
-        namespace, _, short = self.name.partition(".")
+        namespace, short = split_table_name(self.name)
         return {
             "name": self.name,
             "namespace": namespace,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from acidtables.core.catalog import Catalog
+from acidtables.core.errors import AcidTablesError
 from acidtables.core.operations import Operation
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
@@ -202,7 +203,7 @@ def _compact_and_travel(spark: Any, target: SparkTable, counter: Any) -> tuple[C
     )
     first_data = target.table.history()[-2]  # version 1, the first load
     if first_data.time_version is None:
-        raise RuntimeError("the first load of the demo table has no time version")
+        raise AcidTablesError("the first load of the demo table has no time version")
     reads = [
         (f"version={before_version}", before_version, target.read(version=before_version).count()),
         (

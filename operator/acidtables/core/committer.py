@@ -52,11 +52,9 @@ class Committer:
     # --- events --------------------------------------------------------------------------------------
 
     def _event(self, kind: str, **fields: Any) -> events.CommitEvent:
-        namespace, _, name = self.meta.name.partition(".")
-        return events.CommitEvent(
-            kind=kind,
-            namespace=namespace,
-            table=name,
+        return events.commit_event(
+            kind,
+            self.meta.name,
             table_id=self.table_id,
             operation=self.txn.operation.value,
             txn_id=self.txn.txn_id,

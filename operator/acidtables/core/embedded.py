@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from acidtables.core.errors import EmbeddedEtcdError, EtcdNotFound
 from acidtables.core.waiting import wait_for
 
 __all__ = ["EmbeddedEtcd", "EtcdNotFound", "TlsFiles", "find_etcd_binary", "free_port"]
@@ -40,10 +41,6 @@ _QUOTA_BACKEND_BYTES = 8 * 1024**3
 _HEALTH_PROBE_TIMEOUT_SECONDS = 2.0
 _LOG_TAIL_BYTES = 4096
 _MEMBER_NAME = "acidtables"
-
-
-class EtcdNotFound(RuntimeError):
-    """No etcd binary could be found to run."""
 
 
 @dataclass(frozen=True)
@@ -202,13 +199,13 @@ class EmbeddedEtcd:
                 within ``timeout_seconds``; the message carries the tail of etcd's log.
         """
         if self.is_running():
-            raise RuntimeError(f"etcd is already running (pid {self.pid}) at {self.endpoint}")
+            raise EmbeddedEtcdError(f"etcd is already running (pid {self.pid}) at {self.endpoint}")
         # A server already listening on our port would answer the health probe in place of
         # the new etcd (which then dies on "address already in use"), so start() would
         # report success for someone else's server.  Refuse up front instead.
         for role, port in (("client", self._client_port), ("peer", self._peer_port)):
             if not _port_is_free(self._host, port):
-                raise RuntimeError(
+                raise EmbeddedEtcdError(
                     f"etcd {role} port {self._host}:{port} is already in use "
                     "(another etcd, or a previous run still shutting down?)"
                 )
@@ -241,14 +238,14 @@ class EmbeddedEtcd:
             )
         except TimeoutError as exc:
             self.kill()
-            raise RuntimeError(f"{exc}; etcd log tail:\n{self._log_tail(log_offset)}") from None
+            raise EmbeddedEtcdError(f"{exc}; etcd log tail:\n{self._log_tail(log_offset)}") from None
         except BaseException:
             # e.g. KeyboardInterrupt while waiting: don't leave an orphan etcd behind.
             self.kill()
             raise
         if process.poll() is not None:
             self._process = None
-            raise RuntimeError(
+            raise EmbeddedEtcdError(
                 f"etcd exited with code {process.returncode} during startup "
                 f"(binary {self._binary}); etcd log tail:\n{self._log_tail(log_offset)}"
             )

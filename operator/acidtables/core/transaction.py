@@ -410,10 +410,9 @@ class Transaction:
         self.discard_staged(keep=())
         self._forget_inflight()
         events.emit(
-            events.CommitEvent(
-                kind="aborted",
-                namespace=self.table_name.split(".")[0],
-                table=self.table_name.split(".", 1)[-1],
+            events.commit_event(
+                "aborted",
+                self.table_name,
                 table_id=self.metadata.table_id,
                 operation=self.operation.value,
                 txn_id=self.txn_id,

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from acidtables.core.errors import AcidTablesError
 from acidtables.core.records import DataFile, TableMetadata
 from acidtables.core.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
 
@@ -115,7 +116,7 @@ def _file_entries(
         key = _log_key(uri)
         f = by_key.get(key)
         if f is None:
-            raise RuntimeError(f"acidtables: Spark lists {uri!r}, which the snapshot does not name")
+            raise AcidTablesError(f"acidtables: Spark lists {uri!r}, which the snapshot does not name")
         rows.append(
             (
                 _spark_spelling(uri),

@@ -36,8 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables import Catalog, Table
-from acidtables.core.records import DataFile
-from acidtables.core.transaction import CommitInfo
+from acidtables.core.records import CommitInfo, DataFile
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 from acidtables.spark.files import HIVE_NULL, footer, write_dir
 from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file_struct, typed_partition_value

@@ -5,9 +5,9 @@ The public names users start from are re-exported here; everything else lives in
 """
 
 from acidtables.core.catalog import Catalog
-from acidtables.core.records import ColumnStats, DataFile
+from acidtables.core.records import ColumnStats, CommitInfo, DataFile
 from acidtables.core.table import Change, HistoryEntry, Table
-from acidtables.core.transaction import CommitInfo, Transaction
+from acidtables.core.transaction import Transaction
 
 __all__ = ["Catalog", "Change", "ColumnStats", "CommitInfo", "DataFile", "HistoryEntry", "Table", "Transaction"]
 __version__ = "0.1.0"

@@ -14,10 +14,9 @@ from typing import Any
 from acidtables.core.catalog import Catalog, split_name
 from acidtables.core.errors import CorruptMetadataError, TableNotFoundError
 from acidtables.core.events import split_table_name
-from acidtables.core.records import Column
+from acidtables.core.records import Column, to_datetime
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.table import HistoryEntry, Table
-from acidtables.core.transaction import to_datetime
 
 from .output import fields, rfc3339, table
 

@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from acidtables.core.catalog import Catalog
 from acidtables.core.errors import ConcurrentModificationException, InvalidArgumentError
 from acidtables.core.operations import Operation
-from acidtables.core.records import DataFile
+from acidtables.core.records import CommitInfo, DataFile, to_datetime
 from acidtables.core.table import Table
-from acidtables.core.transaction import CommitInfo, Transaction, to_datetime
+from acidtables.core.transaction import Transaction
 
 from .output import rfc3339, table
 

@@ -29,12 +29,11 @@ from .etcd import Coordinator
 from .locations import Owner, check_location_is_free, check_owner, claim, release
 from .maintenance import DropReport, delete_table_data
 from .operations import IsolationLevel, OpClass, Operation, Policy
-from .records import Column, CommitRecord, Head, Protocol, TableMetadata, parse_schema
+from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, parse_schema
 from .services import Services
 from .settings import EtcdSettings, Settings
 from .storage import GLOB_CHARACTERS, normalize_location
 from .table import Table
-from .transaction import CommitInfo
 
 logger = logging.getLogger(__name__)
 

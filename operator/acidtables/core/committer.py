@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import events
 from .conflicts import judge
@@ -27,25 +28,52 @@ from .errors import (
     TableNotFoundError,
 )
 from .etcd import CasResult, CommitAnswerLost
-from .records import CommitRecord, Head
+from .records import CommitInfo, CommitRecord, Head, to_datetime
 from .services import Services
-from .snapshot import SnapshotBuilder
-
-if TYPE_CHECKING:
-    from .transaction import CommitInfo, Transaction
+from .snapshot import Snapshot, SnapshotBuilder
 
 logger = logging.getLogger(__name__)
 
 
-class Committer:
-    def __init__(self, services: Services, txn: Transaction) -> None:
+class Staged(Protocol):
+    """What committing needs of a transaction's staged files: delete them except what the landed record
+    references, and end the transaction's in-flight registration. The transaction hands this in; the
+    committer never reaches back into it."""
+
+    def discard(self, keep: Iterable[str]) -> None: ...
+
+    def release(self) -> None: ...
+
+
+def commit(
+    services: Services, intent: CommitRecord, *, snapshot: Snapshot, expected_revision: int, staged: Staged
+) -> CommitInfo:
+    """Make `intent` (read at `snapshot`, whose head had `expected_revision`) the table's next version:
+    compare-and-swap, and on a lost compare judge the winners and rebase, bounded (the etcd STM shape,
+    pyiceberg's `commit_table(table, requirements, updates)`). Returns what landed; raises the policy's
+    conflict, CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown."""
+    return _Committer(services, intent, snapshot, expected_revision, staged).run()
+
+
+class _Committer:
+    def __init__(
+        self, services: Services, intent: CommitRecord, snapshot: Snapshot, expected_revision: int, staged: Staged
+    ) -> None:
         self.services = services
-        self.txn = txn
-        self.meta = txn.metadata
-        self.table_id = txn.metadata.table_id
-        self.storage = services.storage(txn.metadata.location)
+        self.intent = intent
+        self.snapshot = snapshot
+        self.staged = staged
+        self.operation = intent.operation
+        self.txn_id = intent.txn_id
+        self.read_version = snapshot.version
+        self.meta = snapshot.metadata
+        self.table_id = snapshot.metadata.table_id
+        self.storage = services.storage(snapshot.metadata.location)
         self.settings = services.settings.commit
         self.started = time.monotonic()
+        self.base_version = snapshot.version
+        self.base_time = snapshot.time_version
+        self.expected_revision = expected_revision
         #: winning commits we were rebased onto, in log order; with our record they rebuild the new head
         self.winners: list[CommitRecord] = []
 
@@ -56,8 +84,8 @@ class Committer:
             kind,
             self.meta.name,
             table_id=self.table_id,
-            operation=self.txn.operation.value,
-            txn_id=self.txn.txn_id,
+            operation=self.operation.value,
+            txn_id=self.txn_id,
             duration_seconds=time.monotonic() - self.started,
             **fields,
         )
@@ -65,20 +93,15 @@ class Committer:
     # --- the loop ------------------------------------------------------------------------------------
 
     def run(self) -> CommitInfo:
-        txn = self.txn
-        self.intent = txn.intent()
         applied = self._already_applied(self.intent)
         if applied is not None:
             return applied
-        self.base_version = txn.read_version
-        self.base_time = txn.snapshot.time_version
-        self.expected_revision = txn.head_revision
         attempt = 0
         while True:
             attempt += 1
             now = self.services.clock()
             # D-19: strictly increasing even when clocks disagree; only data changes get one (D-20)
-            time_version = max(now, (self.base_time or 0) + 1) if txn.operation.changes_data else None
+            time_version = max(now, (self.base_time or 0) + 1) if self.operation.changes_data else None
             record = replace(
                 self.intent,
                 version=self.base_version + 1,
@@ -86,7 +109,7 @@ class Committer:
                 time_version=time_version,
                 retries=attempt - 1,
             )
-            head = Head(record.version, time_version if time_version is not None else self.base_time, txn.txn_id)
+            head = Head(record.version, time_version if time_version is not None else self.base_time, self.txn_id)
             try:
                 result = self.services.coordinator.compare_and_swap(
                     self.table_id,
@@ -95,7 +118,7 @@ class Committer:
                     record.version,
                     self._log_entry(record, attempt),
                     head.to_json(),
-                    txn.txn_id,
+                    self.txn_id,
                     time_version,
                 )
             except CommitAnswerLost as lost:
@@ -111,7 +134,7 @@ class Committer:
                 self._give_up()
                 events.emit(self._event("exhausted", retries=attempt))
                 raise CommitRetriesExhausted(
-                    f"{txn.operation.display} on {self.meta.name} was rebased {attempt} times without winning the "
+                    f"{self.operation.display} on {self.meta.name} was rebased {attempt} times without winning the "
                     f"compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS={self.settings.max_attempts}); nothing "
                     "was committed. The table is very busy: retry later or raise the limit."
                 )
@@ -122,8 +145,8 @@ class Committer:
             logger.info(
                 "%s: txn %s (read version %d) rebased onto version %d, attempt %d/%d, retrying in %.3f s",
                 self.meta.name,
-                txn.txn_id,
-                txn.read_version,
+                self.txn_id,
+                self.read_version,
                 self.base_version,
                 attempt + 1,
                 self.settings.max_attempts,
@@ -145,12 +168,12 @@ class Committer:
         """
         if result.head is None:
             self._give_up()
-            raise TableNotFoundError(f"{self.meta.name} was dropped while {self.txn.operation.display} was running")
+            raise TableNotFoundError(f"{self.meta.name} was dropped while {self.operation.display} was running")
         for entry in result.log:
             winner = self._decode(entry)
             if winner.version <= self.base_version:
                 continue
-            if winner.txn_id == self.txn.txn_id:
+            if winner.txn_id == self.txn_id:
                 return winner
             verdict = judge(winner, self.intent, self.meta)
             if isinstance(verdict, ConcurrentModificationException):
@@ -196,13 +219,11 @@ class Committer:
 
     def _already_applied(self, intent: CommitRecord) -> CommitInfo | None:
         """D-27: a write whose (app id, version) the table already has is skipped as already applied."""
-        from .transaction import CommitInfo
-
         for app_id, version in intent.app_ids.items():
-            recorded = self.txn.snapshot.app_ids.get(app_id)
+            recorded = self.snapshot.app_ids.get(app_id)
             if recorded is not None and recorded[0] >= version:
-                self.txn.discard_staged(keep=())
-                self.txn._forget_inflight()
+                self.staged.discard(keep=())
+                self.staged.release()
                 logger.info(
                     "%s: application %r version %d already applied at version %d; skipped",
                     self.meta.name,
@@ -224,12 +245,12 @@ class Committer:
         """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
         coordinator = self.services.coordinator
         try:
-            landed = coordinator.find_txn(self.table_id, self.txn.txn_id)
+            landed = coordinator.find_txn(self.table_id, self.txn_id)
             if landed is not None:
                 logger.info(
                     "%s: txn %s landed at version %d although its answer was lost (%s)",
                     self.meta.name,
-                    self.txn.txn_id,
+                    self.txn_id,
                     landed,
                     lost,
                 )
@@ -238,26 +259,23 @@ class Committer:
             return CasResult(False, head, coordinator.read_log(self.table_id, base_version))
         except CoordinatorUnavailable as exc:
             raise CommitOutcomeUnknown(
-                f"the commit of {self.txn.operation.display} on {self.meta.name} (txn {self.txn.txn_id}) was sent "
+                f"the commit of {self.operation.display} on {self.meta.name} (txn {self.txn_id}) was sent "
                 f"but etcd's answer was lost and etcd stayed unreachable: it may or may not have landed. Its staged "
-                f"files are kept. Once etcd is back, Table.find_commit({self.txn.txn_id!r}) tells which.",
-                txn_id=self.txn.txn_id,
+                f"files are kept. Once etcd is back, Table.find_commit({self.txn_id!r}) tells which.",
+                txn_id=self.txn_id,
             ) from exc
         except LookupError:
             raise TableNotFoundError(f"{self.meta.name} was dropped while the commit was running") from None
 
     def _finish(self, record: CommitRecord) -> CommitInfo:
         """After the commit point nothing raises: cleanup and checkpoint failures are warnings."""
-        from .transaction import CommitInfo, to_datetime
-
-        txn = self.txn
-        txn.discard_staged(keep=[f.path for f in record.adds])
+        self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
         events.emit(self._event("committed", version=record.version, retries=record.retries))
         if record.version % self.settings.checkpoint_interval == 0:
             try:
                 snapshot = self.services.snapshots.load(self.table_id, self.meta.location, record.version)
-                self.services.snapshots.write_checkpoint(snapshot, txn.txn_id)
+                self.services.snapshots.write_checkpoint(snapshot, self.txn_id)
             except Exception as exc:  # a checkpoint is an optimisation; the next one covers the gap
                 logger.warning(
                     "%s: checkpoint at version %d failed (%s); snapshots read more log until the next",
@@ -268,7 +286,7 @@ class Committer:
         logger.debug(
             "%s: txn %s committed version %d after %d retries",
             self.meta.name,
-            txn.txn_id,
+            self.txn_id,
             record.version,
             record.retries,
         )
@@ -276,7 +294,7 @@ class Committer:
             version=record.version,
             time_version=to_datetime(record.time_version),
             retries=record.retries,
-            txn_id=txn.txn_id,
+            txn_id=self.txn_id,
             operation=record.operation.value,
             files_added=len(record.adds),
             files_removed=len(record.removes),
@@ -286,10 +304,10 @@ class Committer:
     def _cache_new_snapshot(self, record: CommitRecord) -> None:
         """The next transaction of this process then starts without reading the log."""
         chain = [w for w in self.winners if w.version < record.version] + [record]
-        if [r.version for r in chain] != list(range(self.txn.read_version + 1, record.version + 1)):
+        if [r.version for r in chain] != list(range(self.read_version + 1, record.version + 1)):
             return  # we did not see every commit in between (the answer-lost path): let the cache read the log
         try:
-            self.services.snapshots.put(SnapshotBuilder(self.txn.snapshot).apply_all(chain).build())
+            self.services.snapshots.put(SnapshotBuilder(self.snapshot).apply_all(chain).build())
         except ValueError as exc:  # never after the commit point; the cache just misses
             logger.debug("%s: not caching version %d: %s", self.meta.name, record.version, exc)
 
@@ -298,18 +316,18 @@ class Committer:
         events.emit(self._event("conflict", exception=type(conflict).__name__))
         self.services.coordinator.record_event(
             self.table_id,
-            self.txn.txn_id,
+            self.txn_id,
             {
                 **conflict.to_dict(),
                 # after the conflict's fields, so every event spells table and operation the same way
                 "kind": "conflict",
                 "table": self.meta.name,
-                "operation": self.txn.operation.value,
+                "operation": self.operation.value,
                 "exception": type(conflict).__name__,
             },
             self.settings.event_ttl_seconds,
         )
 
     def _give_up(self) -> None:
-        self.txn.discard_staged(keep=())
-        self.txn._forget_inflight()
+        self.staged.discard(keep=())
+        self.staged.release()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import InvalidArgumentError
@@ -446,3 +447,27 @@ class Head:
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Head:
         return Head(int(data["version"]), data.get("time_version"), data["txn_id"])
+
+
+def to_datetime(time_us: int | None) -> datetime | None:
+    return None if time_us is None else datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What a commit achieved."""
+
+    #: the ID version the commit took (for a skipped idempotent write: the version that already has it)
+    version: int
+    #: commit time of a data change; None for compaction, clustering and metadata commits
+    time_version: datetime | None
+    #: how many times the commit was rebased onto concurrent commits before it landed
+    retries: int
+    txn_id: str = ""
+    operation: str = ""
+    #: True when an idempotent write (app id, version) had already been applied, so nothing was written
+    skipped: bool = False
+    files_added: int = 0
+    files_removed: int = 0
+    #: True for an append that read nothing of the table (Delta's isBlindAppend, conflict-rules §1.3 INS)
+    is_blind_append: bool = False

@@ -20,11 +20,11 @@ from . import maintenance
 from .errors import CorruptMetadataError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
-from .records import CommitRecord, DataFile, TableMetadata
+from .records import CommitRecord, DataFile, TableMetadata, to_datetime
 from .services import Services
 from .snapshot import Snapshot
 from .storage import Storage
-from .transaction import Transaction, to_datetime
+from .transaction import Transaction
 
 logger = logging.getLogger(__name__)
 

@@ -12,15 +12,24 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from . import events
+from .committer import commit
 from .errors import CorruptMetadataError, InvalidArgumentError, TransactionClosedError
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
 from .file_checks import prove_new_file, prove_re_added_file
 from .operations import REWRITES, OpClass, Operation, classify
-from .records import Column, CommitRecord, DataFile, Protocol, Scope, TableMetadata, parse_schema
+from .records import (
+    Column,
+    CommitInfo,
+    CommitRecord,
+    DataFile,
+    Protocol,
+    Scope,
+    TableMetadata,
+    parse_schema,
+)
 from .services import Services
 from .snapshot import Snapshot
 from .storage import Storage
@@ -28,35 +37,24 @@ from .storage import Storage
 logger = logging.getLogger(__name__)
 
 
-def to_datetime(time_us: int | None) -> datetime | None:
-    return None if time_us is None else datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """What a commit achieved."""
-
-    #: the ID version the commit took (for a skipped idempotent write: the version that already has it)
-    version: int
-    #: commit time of a data change; None for compaction, clustering and metadata commits
-    time_version: datetime | None
-    #: how many times the commit was rebased onto concurrent commits before it landed
-    retries: int
-    txn_id: str = ""
-    operation: str = ""
-    #: True when an idempotent write (app id, version) had already been applied, so nothing was written
-    skipped: bool = False
-    files_added: int = 0
-    files_removed: int = 0
-    #: True for an append that read nothing of the table (Delta's isBlindAppend, conflict-rules §1.3 INS)
-    is_blind_append: bool = False
-
-
 @dataclass
 class _Reads:
     predicates: list[Expr] = field(default_factory=list)
     files: dict[str, None] = field(default_factory=dict)  # ordered set
     whole_table: bool = False
+
+
+class _Staged:
+    """The transaction's staged files, as the committer sees them (committer.Staged)."""
+
+    def __init__(self, transaction: Transaction) -> None:
+        self._transaction = transaction
+
+    def discard(self, keep: Iterable[str]) -> None:
+        self._transaction.discard_staged(keep)
+
+    def release(self) -> None:
+        self._transaction._forget_inflight()
 
 
 class Transaction:
@@ -383,10 +381,14 @@ class Transaction:
         or CommitOutcomeUnknown.
         """
         self._check_open("commit")
-        from .committer import Committer
-
         try:
-            info = Committer(self._services, self).run()
+            info = commit(
+                self._services,
+                self.intent(),
+                snapshot=self.snapshot,
+                expected_revision=self.head_revision,
+                staged=_Staged(self),
+            )
         except CorruptMetadataError as exc:
             self._closed = True
             raise CorruptMetadataError(

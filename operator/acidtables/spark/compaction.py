@@ -24,10 +24,10 @@ from pyspark.sql import functions as F
 
 from acidtables.core.errors import ConcurrentModificationException, InvalidArgumentError
 from acidtables.core.expressions import parse_predicate
-from acidtables.core.records import DataFile, TableMetadata
+from acidtables.core.records import CommitInfo, DataFile, TableMetadata
 from acidtables.core.storage import Storage
 from acidtables.core.table import Table
-from acidtables.core.transaction import CommitInfo, Transaction
+from acidtables.core.transaction import Transaction
 
 from .files import FILE, ROW, VERSION, file_key, write_staged
 from .prepared import Prepared, preparing

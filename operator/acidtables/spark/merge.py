@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import parse_target_predicate
 from acidtables.core.records import Column as Column_
-from acidtables.core.records import TableMetadata
+from acidtables.core.records import CommitInfo, TableMetadata
 from acidtables.core.table import Table
-from acidtables.core.transaction import CommitInfo, Transaction
+from acidtables.core.transaction import Transaction
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from acidtables.core.transaction import CommitInfo, Transaction
+from acidtables.core.records import CommitInfo
+from acidtables.core.transaction import Transaction
 
 
 @dataclass

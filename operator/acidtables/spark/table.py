@@ -17,8 +17,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.records import CommitInfo
 from acidtables.core.table import Table, TimeLike
-from acidtables.core.transaction import CommitInfo
 
 from . import compaction, modify, reads, writes
 from .datasource import register

@@ -4,10 +4,7 @@ The public names users start from are re-exported here; everything else lives in
 (`acidtables.core`, `acidtables.spark`, `acidtables.operator`, `acidtables.metrics`, `acidtables.cli`).
 """
 
-from acidtables.core.catalog import Catalog
-from acidtables.core.records import ColumnStats, CommitInfo, DataFile
-from acidtables.core.table import Change, HistoryEntry, Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import Catalog, Change, ColumnStats, CommitInfo, DataFile, HistoryEntry, Table, Transaction
 
 __all__ = ["Catalog", "Change", "ColumnStats", "CommitInfo", "DataFile", "HistoryEntry", "Table", "Transaction"]
 __version__ = "0.1.0"

@@ -30,9 +30,7 @@ from typing import Any, Protocol
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from acidtables.core import events
-from acidtables.core.errors import CONFLICT_CLASSES, AcidTablesError
-from acidtables.core.operations import Operation
+from acidtables.core import CONFLICT_CLASSES, AcidTablesError, Operation, events
 
 __all__ = ["DURATION_BUCKETS_SECONDS", "OUTCOMES", "CommitMetrics", "EtcdEventCollector", "EventSource"]
 

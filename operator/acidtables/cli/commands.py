@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from acidtables.core.catalog import Catalog, split_name
-from acidtables.core.errors import CorruptMetadataError, TableNotFoundError
-from acidtables.core.events import split_table_name
-from acidtables.core.records import Column, to_datetime
-from acidtables.core.snapshot import Snapshot
-from acidtables.core.table import HistoryEntry, Table
+from acidtables.core import (
+    Catalog,
+    Column,
+    CorruptMetadataError,
+    HistoryEntry,
+    Snapshot,
+    Table,
+    TableNotFoundError,
+    split_name,
+    split_table_name,
+    to_datetime,
+)
 
 from .output import fields, rfc3339, table
 

@@ -24,12 +24,17 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from acidtables.core.catalog import Catalog
-from acidtables.core.errors import ConcurrentModificationException, InvalidArgumentError
-from acidtables.core.operations import Operation
-from acidtables.core.records import CommitInfo, DataFile, to_datetime
-from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import (
+    Catalog,
+    CommitInfo,
+    ConcurrentModificationException,
+    DataFile,
+    InvalidArgumentError,
+    Operation,
+    Table,
+    Transaction,
+    to_datetime,
+)
 
 from .output import rfc3339, table
 

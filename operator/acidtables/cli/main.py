@@ -17,8 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import NoReturn
 
-from acidtables.core.catalog import Catalog
-from acidtables.core.errors import ConfigurationError
+from acidtables.core import Catalog, ConfigurationError
 
 from . import commands
 from .demo import run_demo

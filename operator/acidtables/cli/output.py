@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
 
-from acidtables.core.errors import AcidTablesError, ConcurrentModificationException, CoordinatorUnavailable
+from acidtables.core import AcidTablesError, ConcurrentModificationException, CoordinatorUnavailable
 
 #: exit codes; 2 is argparse's own for usage errors
 EXIT_OK = 0

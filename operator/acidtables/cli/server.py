@@ -18,11 +18,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
-from acidtables.core.catalog import LOCAL_ETCD_MARKER, user_data_dir
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.errors import AcidTablesError
-from acidtables.core.etcd import Coordinator
-from acidtables.core.settings import ENDPOINTS, WAREHOUSE, EtcdSettings
+from acidtables.core import (
+    ENDPOINTS,
+    LOCAL_ETCD_MARKER,
+    WAREHOUSE,
+    AcidTablesError,
+    Coordinator,
+    EmbeddedEtcd,
+    EtcdSettings,
+    user_data_dir,
+)
 
 from .output import CommandError, render
 

@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acidtables.core.catalog import Catalog
-from acidtables.core.errors import AcidTablesError
-from acidtables.core.operations import Operation
+from acidtables.core import AcidTablesError, Catalog, Operation
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
 from .demo import (

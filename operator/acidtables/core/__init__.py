@@ -3,4 +3,75 @@
 Everything that decides whether a commit wins lives here, so it is kept free of Spark
 and Kubernetes: the same rules must hold whether a commit comes from a Spark job, the
 operator or a test, and the core has to be testable against a bare etcd alone.
+
+This module is the core's public face: the Spark integration, the CLI and the metrics import only the
+names below (an import-linter contract keeps it so), and the modules behind it stay free to move.
 """
+
+from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, split_name, user_data_dir
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.errors import (
+    CONFLICT_CLASSES,
+    AcidTablesError,
+    ConcurrentModificationException,
+    ConfigurationError,
+    CoordinatorUnavailable,
+    CorruptMetadataError,
+    InvalidArgumentError,
+    TableNotFoundError,
+)
+from acidtables.core.etcd import Coordinator
+from acidtables.core.events import split_table_name
+from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
+from acidtables.core.operations import Operation
+from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, TableMetadata, to_datetime
+from acidtables.core.settings import ENDPOINTS, WAREHOUSE, CommitSettings, EtcdSettings, Settings
+from acidtables.core.snapshot import Snapshot
+from acidtables.core.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
+from acidtables.core.table import Change, HistoryEntry, Table, TimeLike
+from acidtables.core.transaction import Transaction
+
+__all__ = [
+    "CONFLICT_CLASSES",
+    "DATA_DIR",
+    "ENDPOINTS",
+    "HIVE_NULL",
+    "LOCAL_ETCD_MARKER",
+    "STAGING_PREFIX",
+    "WAREHOUSE",
+    "AcidTablesError",
+    "Catalog",
+    "Change",
+    "Column",
+    "ColumnStats",
+    "CommitInfo",
+    "CommitSettings",
+    "ConcurrentModificationException",
+    "ConfigurationError",
+    "Coordinator",
+    "CoordinatorUnavailable",
+    "CorruptMetadataError",
+    "DataFile",
+    "EmbeddedEtcd",
+    "EtcdSettings",
+    "Expr",
+    "HistoryEntry",
+    "InvalidArgumentError",
+    "Literal",
+    "Operation",
+    "Settings",
+    "Snapshot",
+    "Storage",
+    "Table",
+    "TableMetadata",
+    "TableNotFoundError",
+    "TimeLike",
+    "Transaction",
+    "might_match",
+    "parse_predicate",
+    "parse_target_predicate",
+    "split_name",
+    "split_table_name",
+    "to_datetime",
+    "user_data_dir",
+]

@@ -106,7 +106,6 @@ class Storage:
         self._base = ""
         self._footers: dict[str, Any] = {}
         if self._root is None:
-
             uri = self.location.replace("s3a://", "s3://", 1)
             try:
                 self._fs, self._base = _object_store(uri)

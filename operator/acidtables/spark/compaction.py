@@ -22,12 +22,17 @@ from collections.abc import Iterator, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core.errors import ConcurrentModificationException, InvalidArgumentError
-from acidtables.core.expressions import parse_predicate
-from acidtables.core.records import CommitInfo, DataFile, TableMetadata
-from acidtables.core.storage import Storage
-from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import (
+    CommitInfo,
+    ConcurrentModificationException,
+    DataFile,
+    InvalidArgumentError,
+    Storage,
+    Table,
+    TableMetadata,
+    Transaction,
+    parse_predicate,
+)
 
 from .files import FILE, ROW, VERSION, file_key, write_staged
 from .prepared import Prepared, preparing

@@ -39,11 +39,18 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
-from acidtables.core.catalog import Catalog
-from acidtables.core.errors import AcidTablesError, InvalidArgumentError
-from acidtables.core.records import DataFile, TableMetadata
-from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
-from acidtables.core.storage import HIVE_NULL, Storage
+from acidtables.core import (
+    HIVE_NULL,
+    AcidTablesError,
+    Catalog,
+    CommitSettings,
+    DataFile,
+    EtcdSettings,
+    InvalidArgumentError,
+    Settings,
+    Storage,
+    TableMetadata,
+)
 
 from .files import WRITE_PREFIX, footer_stats
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, read_struct, spark_type, table_struct

@@ -20,10 +20,16 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.records import ColumnStats, DataFile, TableMetadata
-from acidtables.core.storage import DATA_DIR, HIVE_NULL, Storage
-from acidtables.core.transaction import Transaction
+from acidtables.core import (
+    DATA_DIR,
+    HIVE_NULL,
+    ColumnStats,
+    DataFile,
+    InvalidArgumentError,
+    Storage,
+    TableMetadata,
+    Transaction,
+)
 
 from .schema import DELETE, OP_COLUMN, typed_partition_value
 

@@ -18,12 +18,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import parse_target_predicate
-from acidtables.core.records import Column as Column_
-from acidtables.core.records import CommitInfo, TableMetadata
-from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import Column as Column_
+from acidtables.core import CommitInfo, InvalidArgumentError, Table, TableMetadata, Transaction, parse_target_predicate
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds

@@ -17,10 +17,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.records import TableMetadata
-from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import InvalidArgumentError, Table, TableMetadata, Transaction
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing

@@ -12,8 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from acidtables.core.records import CommitInfo
-from acidtables.core.transaction import Transaction
+from acidtables.core import CommitInfo, Transaction
 
 
 @dataclass

@@ -13,11 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import parse_predicate
-from acidtables.core.records import DataFile
-from acidtables.core.snapshot import Snapshot
-from acidtables.core.table import Table, TimeLike
+from acidtables.core import DataFile, InvalidArgumentError, Snapshot, Table, TimeLike, parse_predicate
 
 from .files import FILE, ROW
 from .modify import validate_condition

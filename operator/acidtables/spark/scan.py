@@ -27,9 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acidtables.core.errors import AcidTablesError
-from acidtables.core.records import DataFile, TableMetadata
-from acidtables.core.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
+from acidtables.core import DATA_DIR, HIVE_NULL, STAGING_PREFIX, AcidTablesError, DataFile, Storage, TableMetadata
 
 from .files import FILE, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
 from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct

@@ -17,9 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import Literal
-from acidtables.core.records import Column, TableMetadata
+from acidtables.core import Column, InvalidArgumentError, Literal, TableMetadata
 
 #: columns acidtables adds to primary-key (merge-on-read) files: the row's operation and sequence
 OP_COLUMN = "_acid_op"

@@ -24,9 +24,7 @@ from urllib.parse import unquote
 
 from pyspark.sql import DataFrame
 
-from acidtables.core.expressions import Expr, might_match, parse_predicate
-from acidtables.core.records import DataFile
-from acidtables.core.transaction import Transaction
+from acidtables.core import DataFile, Expr, Transaction, might_match, parse_predicate
 
 from .files import file_key, without_file_scheme
 

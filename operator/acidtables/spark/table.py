@@ -16,9 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.records import CommitInfo
-from acidtables.core.table import Table, TimeLike
+from acidtables.core import CommitInfo, InvalidArgumentError, Table, TimeLike
 
 from . import compaction, modify, reads, writes
 from .datasource import register

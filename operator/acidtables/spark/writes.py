@@ -13,12 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import Literal
-from acidtables.core.records import TableMetadata
-from acidtables.core.storage import HIVE_NULL
-from acidtables.core.table import Table
-from acidtables.core.transaction import Transaction
+from acidtables.core import HIVE_NULL, InvalidArgumentError, Literal, Table, TableMetadata, Transaction
 
 from .files import write_staged
 from .prepared import Prepared, preparing

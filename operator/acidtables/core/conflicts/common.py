@@ -54,17 +54,31 @@ def conflict(
     )
 
 
-def protocol_or_metadata_changed(
+def protocol_changed(
     winner: CommitRecord, intent: CommitRecord, table: TableMetadata
 ) -> ConcurrentModificationException | None:
-    """conflict-rules §13.1 rules 1-2 and D-13/D-14: protocol and metadata changes fail every overlapping write."""
+    """conflict-rules §13.1 rule 1 and D-14: the winner changed the protocol, or both created the table."""
     if winner.protocol is not None:
         return conflict(ProtocolChangedException, winner, intent, table)
     if winner.operation is Operation.CREATE_TABLE and intent.operation is Operation.CREATE_TABLE:
         return conflict(ProtocolChangedException, winner, intent, table, "both created the table")
+    return None
+
+
+def metadata_changed(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """§13.1 rule 2 and D-13/D-14: a committed metadata change fails every overlapping write."""
     if winner.metadata is not None:
         return conflict(MetadataChangedException, winner, intent, table)
     return None
+
+
+def protocol_or_metadata_changed(
+    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
+) -> ConcurrentModificationException | None:
+    """Rules 1-2 together, for the MaxCompute policies (D-13): protocol first, then metadata."""
+    return protocol_changed(winner, intent, table) or metadata_changed(winner, intent, table)
 
 
 def same_application(

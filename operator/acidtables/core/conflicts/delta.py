@@ -1,7 +1,8 @@
 """Policy `delta`: Delta Lake's optimistic concurrency at file or row level (seeds 003/004).
 
-This is conflict-rules §13.1, the normative validation algorithm, one function per rule in rule order;
-each returns the named exception or None. The recovered matrices of §8.1 are what these rules produce,
+This is conflict-rules §13.1, the normative validation algorithm, one function per rule in rule order
+(`RULES`); each returns the intent, rebased where the rule rebases, or the named exception, and `judge`
+is a plain loop over them. The recovered matrices of §8.1 are what these rules produce,
 not a separate table: tests check every row of both matrices against this module.
 
 Row-level concurrency (RLC: deletion vectors on and an unpartitioned table) moves rules 5 and 6 from files
@@ -13,6 +14,7 @@ through the output's ordered lineage (D-25's row ids, computed from metadata alo
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..errors import (
@@ -24,27 +26,32 @@ from ..errors import (
 from ..expressions import might_match, restrict_to_columns
 from ..operations import IsolationLevel, OpClass
 from ..records import CommitRecord, DataFile, TableMetadata
-from .common import Verdict, conflict, protocol_or_metadata_changed, same_application
+from .common import Verdict, conflict, metadata_changed, protocol_changed, same_application
 
 
-def protocol_or_metadata(
-    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
-) -> ConcurrentModificationException | None:
-    """Rules 1-2: ProtocolChangedException, then MetadataChangedException."""
-    return protocol_or_metadata_changed(winner, intent, table)
+def rule_1_protocol_changed(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """Rule 1: ProtocolChangedException when the winner changed the protocol or created the table too."""
+    return protocol_changed(winner, intent, table) or intent
 
 
-def concurrent_transaction(
-    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
-) -> ConcurrentModificationException | None:
+def rule_2_metadata_changed(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """Rule 2: MetadataChangedException when the winner committed a metadata action."""
+    return metadata_changed(winner, intent, table) or intent
+
+
+def rule_3_concurrent_transaction(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
     """Rule 3: the winner wrote for an application id this transaction writes for."""
-    return same_application(winner, intent, table)
+    return same_application(winner, intent, table) or intent
 
 
-def concurrent_append(
+def rule_4_concurrent_append(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """Rule 4: the winner added data where this transaction read."""
+    return _appended_where_read(winner, intent, table) or intent
+
+
+def _appended_where_read(
     winner: CommitRecord, intent: CommitRecord, table: TableMetadata
 ) -> ConcurrentModificationException | None:
-    """Rule 4: the winner added data where this transaction read."""
     if intent.blind_append:
         return None
     if not intent.operation.changes_data:
@@ -100,16 +107,13 @@ def _map_onto_output(output: DataFile, inputs: dict[str, DataFile], path: str, p
     raise KeyError(path)
 
 
-def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
-    """The row-level exceptions of rules 5 and 6: rebase deletion-vector changes instead of failing.
-
-    Applies with RLC, or with deletion vectors on when the winner is a plain (non-Z-order) OPTIMIZE. A
-    file this transaction rewrites whole (not through a deletion vector) and the winner also changed
-    fails with ConcurrentDeleteRead; an OPTIMIZE's inputs are left to rule 6.
+def _rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """Rule 5's row-level form (with RLC, or deletion vectors on and a plain OPTIMIZE as the winner):
+    rebase deletion-vector changes instead of failing. A file this transaction rewrites whole (not
+    through a deletion vector) and the winner also changed fails with ConcurrentDeleteRead; an
+    OPTIMIZE's inputs are left to rule 6.
     """
     plain_optimize = winner.op_class is OpClass.OPT
-    if not (table.rlc_in_effect or (table.deletion_vectors and plain_optimize)):
-        return intent
     w_removed = {f.path: f for f in winner.removes}
     if not w_removed.keys() & intent.removed_paths():
         return intent
@@ -168,12 +172,14 @@ def rebase_rows(winner: CommitRecord, intent: CommitRecord, table: TableMetadata
     return replace(intent, removes=tuple(removes), adds=adds)
 
 
-def concurrent_delete_read(
-    winner: CommitRecord, intent: CommitRecord, table: TableMetadata
-) -> ConcurrentModificationException | None:
-    """Rule 5: the winner removed a file this transaction read (or any file, if it read the whole table)."""
+def rule_5_concurrent_delete_read(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
+    """Rule 5: the winner removed a file this transaction read (or any file, if it read the whole table).
+
+    With RLC, or when the winner is a plain OPTIMIZE and deletion vectors are on, the rule is about rows:
+    the transaction is rebased (`_rebase_rows`) and fails only if a row it modifies was deleted or
+    modified by the winner (D-23, D-25)."""
     if table.rlc_in_effect or (table.deletion_vectors and winner.op_class is OpClass.OPT):
-        return None  # the row-level form of this rule ran in rebase_rows
+        return _rebase_rows(winner, intent, table)
     read = set(intent.read_files)
     for file in winner.removes:
         if file.path in read:
@@ -187,21 +193,21 @@ def concurrent_delete_read(
             "this transaction read the whole table",
             file=winner.removes[0],
         )
-    return None
+    return intent
 
 
-def concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict | None:
+def rule_6_concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
     """Rule 6: the winner removed a file this transaction also removes.
 
     With deletion vectors on, a plain OPTIMIZE still succeeds: it drops the output bins whose inputs are
     gone (D-24), which can leave it an empty commit; it never resurrects or duplicates rows.
     """
-    # A remove of the entry the winner itself re-added (a deletion vector rebased in rebase_rows) removes
+    # A remove of the entry the winner itself re-added (a deletion vector rebased by rule 5) removes
     # what is live now, not the file the winner removed.
     live_now = {f.path: f for f in winner.adds}
     both = {f.path for f in intent.removes if f.path in winner.removed_paths() and live_now.get(f.path) != f}
     if not both:
-        return None
+        return intent
     if table.deletion_vectors and intent.op_class is OpClass.OPT:
         kept_adds, dropped_inputs = [], set()
         for output in intent.adds:
@@ -216,16 +222,23 @@ def concurrent_delete_delete(winner: CommitRecord, intent: CommitRecord, table: 
     return conflict(ConcurrentDeleteDeleteException, winner, intent, table, f"both remove {first.path}", file=first)
 
 
+#: §13.1 in rule order; each returns the (possibly rebased) intent or the named exception
+RULES: tuple[Callable[[CommitRecord, CommitRecord, TableMetadata], Verdict], ...] = (
+    rule_1_protocol_changed,
+    rule_2_metadata_changed,
+    rule_3_concurrent_transaction,
+    rule_4_concurrent_append,
+    rule_5_concurrent_delete_read,
+    rule_6_concurrent_delete_delete,
+)
+
+
 def judge(winner: CommitRecord, intent: CommitRecord, table: TableMetadata) -> Verdict:
-    for rule in (protocol_or_metadata, concurrent_transaction, concurrent_append):
-        exc = rule(winner, intent, table)
-        if exc is not None:
-            return exc
-    rebased = rebase_rows(winner, intent, table)
-    if isinstance(rebased, ConcurrentModificationException):
-        return rebased
-    exc = concurrent_delete_read(winner, rebased, table)
-    if exc is not None:
-        return exc
-    verdict = concurrent_delete_delete(winner, rebased, table)
-    return rebased if verdict is None else verdict
+    """Apply the rules in order to one winning commit: the first exception fails the transaction;
+    otherwise the intent, rebased by the rules that rebase, goes on to the next winner."""
+    for rule in RULES:
+        verdict = rule(winner, intent, table)
+        if isinstance(verdict, ConcurrentModificationException):
+            return verdict
+        intent = verdict
+    return intent

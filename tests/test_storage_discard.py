@@ -56,3 +56,11 @@ def test_discarding_everything_removes_the_staging_directory_and_nothing_else(st
         "data/_acid_txn=mine-too/part-0.parquet",
         "data/dt=a/part-0.parquet",
     }
+
+
+@pytest.mark.parametrize("spelling", ["", ".", "data/..", "./"])
+def test_the_location_itself_is_never_deleted(storage: Storage, spelling: str) -> None:
+    before = surviving(storage)
+    with pytest.raises(OSError, match="not inside"):
+        storage.delete(spelling)
+    assert surviving(storage) == before

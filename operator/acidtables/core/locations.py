@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -102,7 +102,7 @@ def check_location_is_free(
     location: str,
     *,
     warehouse: str,
-    tables: Iterable[tuple[str, str]],
+    tables: Sequence[tuple[str, str]],
     storage: Storage,
     now_us: int,
     lease_seconds: float,
@@ -140,7 +140,7 @@ def _spellings(location: str) -> list[str]:
 
 
 def _check_against_tables(
-    location: str, given: str, *, warehouse: str, tables: Iterable[tuple[str, str]], method: str
+    location: str, given: str, *, warehouse: str, tables: Sequence[tuple[str, str]], method: str
 ) -> None:
     key = location_key(location)
     root = location_key(warehouse)

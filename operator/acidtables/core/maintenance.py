@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import CorruptMetadataError
 from .locations import check_owner, mark_dropped
@@ -38,9 +39,9 @@ class DropReport:
     kept: tuple[str, ...]
 
 
-def _commit_of(services: Services, table_id: str, location: str, txn_id: str) -> CommitRecord | None:
-    """The record a transaction committed, None when it committed nothing; CorruptMetadataError when the
-    txn index names a version whose log entry is missing or unreadable."""
+def _log_entry_of(services: Services, table_id: str, txn_id: str) -> dict[str, Any] | None:
+    """The raw log entry a transaction committed, None when it committed nothing; CorruptMetadataError
+    when the txn index names a version whose log entry is missing."""
     version = services.coordinator.find_txn(table_id, txn_id)
     if version is None:
         return None
@@ -49,7 +50,7 @@ def _commit_of(services: Services, table_id: str, location: str, txn_id: str) ->
         raise CorruptMetadataError(
             f"txn {txn_id} committed version {version}, whose log entry is missing", key=f"log/{version}"
         )
-    return services.decode_log_entry(location, entries[0])
+    return entries[0]
 
 
 def cleanup(services: Services, table_id: str, name: str, location: str, grace_seconds: float) -> CleanupReport:
@@ -73,7 +74,8 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
         if now - newest < grace_seconds:
             continue
         try:
-            record = _commit_of(services, table_id, location, txn_id)
+            raw = _log_entry_of(services, table_id, txn_id)
+            record = None if raw is None else services.decode_log_entry(location, raw)
         except CorruptMetadataError as exc:  # keep what the damaged log cannot account for, and say so
             damaged.append((entry.path, str(exc)))
             continue
@@ -93,14 +95,13 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
         txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
         if txn_id in inflight or now - entry.modified_at < grace_seconds:
             continue
-        version = services.coordinator.find_txn(table_id, txn_id)
-        if version is not None:
-            raw = services.coordinator.read_log(table_id, int(version) - 1, int(version))
-            if not raw:
-                damaged.append((entry.path, f"txn {txn_id} committed version {version}, whose log entry is missing"))
-                continue
-            if raw[0].get("commit_file") == entry.path:
-                continue  # the log points at this file: it is the committed record
+        try:
+            raw = _log_entry_of(services, table_id, txn_id)
+        except CorruptMetadataError as exc:
+            damaged.append((entry.path, str(exc)))
+            continue
+        if raw is not None and raw.get("commit_file") == entry.path:
+            continue  # the log points at this file: it is the committed record
         storage.delete(entry.path)
         deleted.append(entry.path)
     if deleted:

@@ -270,17 +270,18 @@ class Storage:
         return data if isinstance(data, dict) else None
 
     def _inside(self, relative: str) -> bool:
-        """Whether deleting `relative` stays inside the location: no `..` out of it and, locally, no
-        symlinked directory on the way that leads elsewhere (the last component may be a link: deleting
-        it removes the link, not its target)."""
+        """Whether deleting `relative` stays strictly inside the location: not the location itself (it is
+        never removed recursively), no `..` out of it and, locally, no symlinked directory on the way
+        that leads elsewhere (the last component may be a link: deleting it removes the link, not its
+        target)."""
         clean = posixpath.normpath(relative) if relative else "."
-        if clean.startswith("../") or clean == ".." or clean.startswith("/"):
+        if clean in (".", "..") or clean.startswith("../") or clean.startswith("/"):
             return False
         if self._root is None:
             return True
         root = os.path.realpath(self._root)
         parent = os.path.realpath(os.path.dirname(os.path.join(self._root, clean)))
-        return parent == root or parent.startswith(root + os.sep) or clean == "."
+        return parent == root or parent.startswith(root + os.sep)
 
     def delete(self, relative: str) -> None:
         """Delete a file or a directory tree; a missing one is not an error (cleanup is idempotent).

@@ -52,7 +52,7 @@ from acidtables.core import (
     TableMetadata,
 )
 
-from .files import WRITE_PREFIX, footer_stats
+from .files import WRITE_PREFIX, footer_stats, not_null_message
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, read_struct, spark_type, table_struct
 
 FORMAT = "acidtables"
@@ -288,10 +288,7 @@ class AcidTablesWriter(DataSourceArrowWriter):
         )
         for column in meta.columns:  # the rule guarded() folds into SparkTable's writes
             if not column.nullable and column.name in data.column_names and data[column.name].null_count:
-                reason = "part of the primary key" if column.name in meta.primary_key else "declared NOT NULL"
-                raise InvalidArgumentError(
-                    f"column {column.name} of {meta.name} is {reason} and a row has NULL; nothing was committed"
-                )
+                raise InvalidArgumentError(not_null_message(meta, column.name) + "; nothing was committed")
         stored = [c.name for c in data_columns(meta)]
         if meta.primary_key:
             data = data.append_column(OP_COLUMN, pa.array([UPSERT] * data.num_rows, pa.string()))

@@ -31,10 +31,7 @@ from acidtables.core import (
     Transaction,
 )
 
-from .schema import DELETE, OP_COLUMN, typed_partition_value
-
-#: partition column types whose values Spark writes as directory text
-_TEXT_TYPES = frozenset({"STRING", "VARCHAR", "CHAR"})
+from .schema import DELETE, OP_COLUMN, TEXT_TYPES, typed_partition_value
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +154,7 @@ _CHECK_FAILED = re.compile(re.escape(_CHECK) + r"(.*?)(?:\. SQLSTATE|SQLSTATE|\n
 _COMPLEX = ("ARRAY", "MAP", "STRUCT")
 
 
-def _not_null(meta: TableMetadata, column: str) -> str:
+def not_null_message(meta: TableMetadata, column: str) -> str:
     reason = "part of the primary key" if column in meta.primary_key else "declared NOT NULL"
     return f"column {column} of {meta.name} is {reason} and a row has NULL"
 
@@ -189,7 +186,7 @@ def guarded(df: DataFrame, meta: TableMetadata) -> DataFrame:
     for name in df.columns:
         column: Column = F.col(f"`{name}`")
         if name in columns:
-            error = F.raise_error(F.lit(f"{_CHECK} {_not_null(meta, name)}"))
+            error = F.raise_error(F.lit(f"{_CHECK} {not_null_message(meta, name)}"))
             column = F.when(column.isNull() & ~tombstone, error).otherwise(column)
         out.append(column.alias(name))
     return df.select(*out)
@@ -222,17 +219,17 @@ def check_written(df: DataFrame, meta: TableMetadata, files: Sequence[DataFile])
                 continue
             if c.name in meta.partition_by:
                 if f.partition.get(c.name) is None:
-                    raise InvalidArgumentError(_not_null(meta, c.name) + "; nothing was committed")
+                    raise InvalidArgumentError(not_null_message(meta, c.name) + "; nothing was committed")
                 continue
             stats = f.stats.get(c.name)
             if stats is None or stats.null_count is None:
                 unknown.add(c.name)
             elif stats.null_count > 0:
-                raise InvalidArgumentError(_not_null(meta, c.name) + "; nothing was committed")
+                raise InvalidArgumentError(not_null_message(meta, c.name) + "; nothing was committed")
     for name in sorted(unknown):  # a writer that kept no statistics: ask the data itself
         if df.filter(F.col(f"`{name}`").isNull()).limit(1).count():
-            raise InvalidArgumentError(_not_null(meta, name) + "; nothing was committed")
-    text = [c.name for c in meta.columns if c.name in meta.partition_by and c.type.split("(")[0] in _TEXT_TYPES]
+            raise InvalidArgumentError(not_null_message(meta, name) + "; nothing was committed")
+    text = [c.name for c in meta.columns if c.name in meta.partition_by and c.type.upper().split("(")[0] in TEXT_TYPES]
     null_partition = [p for p in text if any(f.partition.get(p) is None for f in files)]
     for name in null_partition:
         if df.filter(F.col(f"`{name}`").isin("", HIVE_NULL)).limit(1).count():

@@ -30,12 +30,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from acidtables.core import DATA_DIR, HIVE_NULL, STAGING_PREFIX, AcidTablesError, DataFile, Storage, TableMetadata
 
 from .files import FILE, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
-from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, file_struct, spark_type, table_struct
+from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, TEXT_TYPES, file_struct, spark_type, table_struct
 
 _SPARK_PATH = "_acid_spark_path"
-#: text types: with the integers, the partition column types whose directory spelling maps to exactly
-#: one value, both for Spark and the log
-_TEXT = {"STRING", "VARCHAR", "CHAR", "TEXT"}
 _WELL_FORMED_ESCAPES = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
@@ -54,7 +51,7 @@ def _directory_value_is_log_value(type_name: str, raw: str, value: object) -> bo
     if value is None or not raw:
         return False  # Spark refuses an empty directory value ("dt="): such a file must take the join
     base = type_name.upper().split("(")[0]
-    if base in _TEXT:
+    if base in TEXT_TYPES:
         return isinstance(value, str) and value != HIVE_NULL and _spark_unescape(raw) == value
     if base in INTEGRAL_TYPES:
         return isinstance(value, int) and not isinstance(value, bool) and raw == str(value)

@@ -134,6 +134,9 @@ def new_columns(df: DataFrame, meta: TableMetadata) -> list[Column]:
     ]
 
 
+#: SQL names of the text types: a partition value of these is its directory name's text
+TEXT_TYPES = frozenset({"STRING", "VARCHAR", "CHAR", "TEXT"})
+
 #: SQL names of the integer types (partition values of these columns are Python ints in the log)
 INTEGRAL_TYPES = frozenset({"BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"})
 

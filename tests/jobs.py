@@ -190,8 +190,7 @@ def assert_files_intact(table: Table) -> None:
             local = storage.absolute(f.path)
             assert os.path.isfile(local), f"{f.path}, live at version {version}, is gone"
             assert os.path.getsize(local) == f.size_bytes, (
-                f"{f.path}, live at version {version}, has {os.path.getsize(local)} bytes, "
-                f"the log says {f.size_bytes}"
+                f"{f.path}, live at version {version}, has {os.path.getsize(local)} bytes, the log says {f.size_bytes}"
             )
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime
+from decimal import Decimal
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -89,3 +92,71 @@ def test_an_acidtables_error_in_the_data_source_is_the_first_line_spark_shows(
     first_line = str(caught.value).splitlines()[0]
     assert expected in first_line, first_line
     assert "Traceback" not in first_line
+
+
+TYPED = "id BIGINT, d DATE, ts TIMESTAMP, price DECIMAL(10,2), note STRING"
+TYPED_ROWS = [
+    (1, date(2026, 11, 1), datetime(2026, 11, 1, 10, 30, 0), Decimal("12.50"), "a"),
+    (2, date(2026, 11, 2), datetime(2026, 11, 2, 0, 0, 0, 250000), Decimal("-3.00"), "b"),
+    (3, None, None, None, "c"),
+]
+
+
+def test_date_timestamp_and_decimal_partitions_mean_the_same_through_both_writers(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    """Both writers spell the log's partition values alike, and each reader gives back what either wrote."""
+    catalog.create_table("ds.typed", schema=TYPED, partition_by=["d", "ts", "price"])
+    frame = spark.createDataFrame(TYPED_ROWS, TYPED)
+    frame.write.format("acidtables").options(**options(catalog)).mode("append").save("ds.typed")
+    table = catalog.table("ds.typed")
+    through_source = {tuple(sorted(f.partition.items(), key=str)) for f in table.snapshot().files}
+    SparkTable(spark, table).insert_into(frame)
+    after = table.snapshot()
+    through_spark = {
+        tuple(sorted(f.partition.items(), key=str)) for f in after.files if f.added_version == after.version
+    }
+    assert through_source == through_spark
+    assert ("d", "2026-11-01") in next(p for p in through_source if ("price", "12.50") in p)
+    expected = sorted(TYPED_ROWS * 2, key=lambda r: r[0])
+    by_source = spark.read.format("acidtables").options(**options(catalog)).load("ds.typed")
+    assert sorted((tuple(r) for r in by_source.collect()), key=lambda r: r[0]) == expected
+    assert sorted((tuple(r) for r in SparkTable(spark, table).read().collect()), key=lambda r: r[0]) == expected
+
+
+def test_duplicate_keys_from_separate_tasks_read_alike_by_both_readers(spark: SparkSession, catalog: Catalog) -> None:
+    catalog.create_table("ds.keys", schema=SCHEMA, partition_by=["dt"], primary_key=["id"])
+    frame = spark.createDataFrame([(1, "a", 1.0), (1, "a", 2.0), (2, "a", 3.0), (2, "a", 4.0)], SCHEMA).repartition(4)
+    frame.write.format("acidtables").options(**options(catalog)).mode("append").save("ds.keys")
+    table = catalog.table("ds.keys")
+    assert len(table.snapshot().files) > 1  # the tasks really wrote several files of one version
+    by_source = rows(spark.read.format("acidtables").options(**options(catalog)).load("ds.keys"))
+    assert [r[0] for r in by_source] == [1, 2]
+    assert by_source == rows(SparkTable(spark, table).read())
+
+
+def test_settings_given_as_options_reach_the_commit(spark: SparkSession, catalog: Catalog) -> None:
+    catalog.create_table("ds.settings", schema=SCHEMA)
+    frame = spark.createDataFrame([(1, "a", 1.0)], SCHEMA)
+    writer = frame.write.format("acidtables").options(**options(catalog)).option("checkpoint.interval", "1")
+    writer.mode("append").save("ds.settings")
+    table = catalog.table("ds.settings")
+    checkpoints = [i.path for i in table.storage.walk("_acidtables/checkpoints")]
+    assert any(p.rsplit("/", 1)[-1].startswith(f"{table.version:020d}-") for p in checkpoints)
+    with pytest.raises(Exception, match="ACIDTABLES_COMMIT_MAX_ATTEMPTS='0' must be at least 1"):
+        frame.write.format("acidtables").options(**options(catalog)).option("commit.max_attempts", "0").mode(
+            "append"
+        ).save("ds.settings")
+    with pytest.raises(Exception, match=r"unknown option 'etcd\.endpoint'; .*etcd\.endpoints"):
+        spark.read.format("acidtables").option("etcd.endpoint", "http://x:1").load("ds.settings").collect()
+    assert table.version == 1  # the refused write committed nothing
+
+
+def test_a_whole_table_overwrite_writes_base_files_of_a_keyed_table(spark: SparkSession, catalog: Catalog) -> None:
+    catalog.create_table("ds.base", schema=SCHEMA, primary_key=["id"])
+    frame = spark.createDataFrame([(1, "a", 1.0)], SCHEMA)
+    frame.write.format("acidtables").options(**options(catalog)).mode("append").save("ds.base")
+    frame.write.format("acidtables").options(**options(catalog)).mode("overwrite").save("ds.base")
+    table = catalog.table("ds.base")
+    assert [f.kind for f in table.snapshot().files] == ["base"]
+    assert table.history()[0].operation == "INSERT OVERWRITE"

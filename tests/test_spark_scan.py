@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from acidtables import Catalog, DataFile, Table, Transaction
+from acidtables.core import Storage
 from acidtables.core.records import Column, TableMetadata
 from acidtables.errors import InvalidArgumentError
 from acidtables.spark import SparkTable
@@ -70,12 +71,13 @@ def test_spark_unescape_mirrors_spark_or_declines(raw: str, expected: str | None
 def test_directories_agree_only_when_spark_reads_the_logs_value(
     file: DataFile, partition_type: str, agrees: bool
 ) -> None:
-    assert _directories_agree(meta(partition_type), [file]) is agrees
+    assert _directories_agree(meta(partition_type), Storage("/tmp/t"), [file]) is agrees
 
 
 def test_one_disagreeing_file_sends_the_whole_read_to_the_join() -> None:
     files = [staged("dt=a", "a"), staged("dt=b", "c")]
-    assert _directories_agree(meta(), files[:1]) and not _directories_agree(meta(), files)
+    storage = Storage("/tmp/t")
+    assert _directories_agree(meta(), storage, files[:1]) and not _directories_agree(meta(), storage, files)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +113,7 @@ def test_a_plain_read_lets_spark_attach_the_verified_values(spark: SparkSession,
 def _foreign_file(spark: SparkSession, table: Table, tx: Transaction, directory: str) -> tuple[str, int, Any]:
     """A Parquet file of one row (id 2) written by a writer other than write_staged, under `directory`
     of the transaction's staging dir."""
-    relative = f"{table.storage.staging_dir(tx.txn_id)}/_acid_write=0000{directory}"
+    relative = f"{table.storage.new_write_dir(tx.txn_id)}{directory}"
     spark.createDataFrame([(2, 2.0)], "id BIGINT, amount DOUBLE").coalesce(1).write.parquet(
         table.storage.absolute(relative)
     )

@@ -25,19 +25,19 @@ from acidtables.core.events import split_table_name
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
 from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, TableMetadata, to_datetime
-from acidtables.core.settings import ENDPOINTS, WAREHOUSE, CommitSettings, EtcdSettings, Settings
+from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
-from acidtables.core.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
+from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, Storage
 from acidtables.core.table import Change, HistoryEntry, Table, TimeLike
 from acidtables.core.transaction import Transaction
 
 __all__ = [
     "CONFLICT_CLASSES",
-    "DATA_DIR",
     "ENDPOINTS",
     "HIVE_NULL",
     "LOCAL_ETCD_MARKER",
-    "STAGING_PREFIX",
+    "STAGING_LEVELS",
+    "VARIABLES",
     "WAREHOUSE",
     "AcidTablesError",
     "Catalog",

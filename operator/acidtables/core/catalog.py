@@ -31,7 +31,7 @@ from .maintenance import DropReport, delete_table_data
 from .operations import IsolationLevel, OpClass, Operation, Policy
 from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, parse_schema
 from .services import Services
-from .settings import EtcdSettings, Settings
+from .settings import CommitSettings, EtcdSettings, Settings
 from .storage import GLOB_CHARACTERS, normalize_location
 from .table import Table
 
@@ -116,7 +116,7 @@ class Catalog:
             endpoint = owned.endpoint
             marker.write_text(json.dumps({"endpoint": endpoint, "pid": owned.pid}))
             logger.info("started an embedded etcd at %s (data in %s)", endpoint, root / "etcd")
-        settings = Settings(etcd=EtcdSettings((endpoint,)), warehouse=str(warehouse))
+        settings = Settings(etcd=EtcdSettings((endpoint,)), warehouse=str(warehouse), commit=CommitSettings.from_env())
         return cls(settings, owned=owned)
 
     def close(self) -> None:

@@ -15,6 +15,22 @@ from .errors import ConfigurationError
 ENDPOINTS = "ACIDTABLES_ETCD_ENDPOINTS"
 WAREHOUSE = "ACIDTABLES_WAREHOUSE"
 DEFAULT_PREFIX = "/acidtables/v1"
+#: every variable `Settings.from_env` reads (the Spark data source takes each as an option too: drop the
+#: ACIDTABLES_ prefix, lower-case, and write '.' for the first '_', e.g. etcd.endpoints, commit.max_attempts)
+VARIABLES = (
+    ENDPOINTS,
+    WAREHOUSE,
+    "ACIDTABLES_ETCD_PREFIX",
+    "ACIDTABLES_ETCD_CA_FILE",
+    "ACIDTABLES_ETCD_CERT_FILE",
+    "ACIDTABLES_ETCD_KEY_FILE",
+    "ACIDTABLES_ETCD_USER",
+    "ACIDTABLES_ETCD_PASSWORD",
+    "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS",
+    "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS",
+    "ACIDTABLES_COMMIT_MAX_ATTEMPTS",
+    "ACIDTABLES_CHECKPOINT_INTERVAL",
+)
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -100,6 +116,15 @@ class CommitSettings:
     #: conflicts and aborts recorded in etcd for the operator expire after this long
     event_ttl_seconds: int = 3600
 
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> CommitSettings:
+        """The commit bounds set in the environment; every catalog, the embedded one too, reads them."""
+        env = os.environ if env is None else env
+        return CommitSettings(
+            max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
+            checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
+        )
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -130,8 +155,4 @@ class Settings:
             request_timeout_seconds=_float(env, "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS", 5.0),
             unavailable_timeout_seconds=_float(env, "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS", 15.0),
         )
-        commit = CommitSettings(
-            max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
-            checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
-        )
-        return Settings(etcd=etcd, warehouse=warehouse, commit=commit)
+        return Settings(etcd=etcd, warehouse=warehouse, commit=CommitSettings.from_env(env))

@@ -13,6 +13,7 @@ import json
 import os
 import posixpath
 import shutil
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,12 @@ HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 #: takes the first other one as the table's root: so every staged file of a table shares one root,
 #: data/, and a reader can scan them all at once (acidtables.spark.scan).
 STAGING_PREFIX = "_acid_txn="
+#: Each write of a transaction (one Spark job, one data source task set) gets its own directory under the
+#: staging dir, so writes never meet; also `name=value`, for the same reason.
+WRITE_PREFIX = "_acid_write="
+#: the directory levels between data/ and a staged file's partition directories, named as Hive-style
+#: partition discovery names them: a reader that scans data/ sees them as two extra string columns
+STAGING_LEVELS = (STAGING_PREFIX.rstrip("="), WRITE_PREFIX.rstrip("="))
 
 
 def txn_of_staging_dir(name: str) -> str | None:
@@ -136,6 +143,33 @@ class Storage:
     def staging_dir(self, txn_id: str) -> str:
         """Where a transaction writes its data files: one directory per transaction, never shared."""
         return f"{DATA_DIR}/{STAGING_PREFIX}{txn_id}"
+
+    def new_write_dir(self, txn_id: str) -> str:
+        """A fresh directory for one write of transaction `txn_id`, relative to the location: the only
+        place a writer may put the files it stages. Refuses when data/ is a file someone else put there
+        (acidtables never deletes what it did not write)."""
+        if self.file_size(DATA_DIR) is not None:
+            raise InvalidArgumentError(
+                f"{self.absolute(DATA_DIR)} is a file, where the table keeps its data directory; move it away "
+                "(acidtables never deletes what it did not write)"
+            )
+        return f"{self.staging_dir(txn_id)}/{WRITE_PREFIX}{uuid.uuid4().hex[:16]}"
+
+    def data_root(self) -> str:
+        """The directory every staged file lies under (the base path for a reader's partition discovery)."""
+        return self.absolute(DATA_DIR)
+
+    def partition_dirs(self, path: str, depth: int) -> list[str] | None:
+        """The `name=value` directory names of a file that lies where `new_write_dir` puts files, with
+        `depth` partition levels; None for a file anywhere else (or whose staging levels are escaped, so a
+        reader's discovery would not read them back as written)."""
+        segments = path.split("/")
+        if len(segments) != depth + 4 or segments[0] != DATA_DIR:
+            return None
+        txn, write = segments[1], segments[2]
+        if not (txn.startswith(STAGING_PREFIX) and write.startswith(WRITE_PREFIX)) or "%" in txn + write:
+            return None
+        return segments[3:-1]
 
     def staged_by(self, path: str, txn_id: str) -> bool:
         """Whether `path` lies inside the staging directory of transaction `txn_id` (after `..` and `//`

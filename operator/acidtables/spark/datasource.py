@@ -6,9 +6,14 @@
 Spark runs a Python data source's driver-side steps (planning the read, starting and committing the
 write) in separate Python workers, so nothing is shared between them in memory: the read plan carries
 the snapshot's file list, and the write carries (txn id, read version, head revision), from which the
-commit step resumes the transaction. Executors read and write Parquet with pyarrow and never talk to
-etcd. Where to find etcd comes from options (`etcd.endpoints`, `etcd.prefix`, `warehouse`, or `local`
-for the embedded development etcd) or else from the ACIDTABLES_* environment.
+commit step resumes the transaction. Executors read and write Parquet with pyarrow (`arrow_files`, the
+same layout, partition spelling, file kinds and merge-on-read as SparkTable) and never talk to etcd.
+
+Settings are the ACIDTABLES_* environment that `Catalog.connect()` reads, and each can be given as an
+option instead: drop the prefix, lower-case it, and write a dot for the first underscore
+(`etcd.endpoints`, `warehouse`, `etcd.prefix`, `commit.max_attempts`, ...); `local` uses the embedded
+development etcd. Whole-table overwrite and append are the write modes; the write is a blind append
+(the data source cannot see what the DataFrame read).
 
 SparkTable is the faster path for large jobs (Spark's native Parquet reader and writer); this source is
 for code that wants `format("acidtables")`.
@@ -18,16 +23,12 @@ from __future__ import annotations
 
 import functools
 import os
-import uuid
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -36,24 +37,24 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
 from acidtables.core import (
-    HIVE_NULL,
+    VARIABLES,
     AcidTablesError,
     Catalog,
-    CommitSettings,
+    ConfigurationError,
     DataFile,
-    EtcdSettings,
     InvalidArgumentError,
     Settings,
     Storage,
     TableMetadata,
+    Transaction,
 )
 
-from .files import WRITE_PREFIX, footer_stats, not_null_message
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, data_columns, read_struct, spark_type, table_struct
+from .arrow_files import read_rows, write_rows
+from .schema import check_schema, read_struct
+from .writes import replace_all
 
 FORMAT = "acidtables"
 
@@ -71,19 +72,43 @@ def register(spark: SparkSession) -> None:
     _registered.add(spark)
 
 
+#: options the data source reads itself; every other option is a setting (`option_variable`)
+_OWN_OPTIONS = frozenset({"path", "table", "local", "versionasof", "timestampasof"})
+
+
+def option_variable(option: str) -> str:
+    """The ACIDTABLES_* variable an option sets: etcd.endpoints is ACIDTABLES_ETCD_ENDPOINTS."""
+    return "ACIDTABLES_" + option.upper().replace(".", "_")
+
+
 def catalog_from_options(options: Mapping[str, str]) -> Catalog:
-    endpoints = options.get("etcd.endpoints")
-    if endpoints:
-        warehouse = options.get("warehouse")
-        if not warehouse:
-            raise InvalidArgumentError("format('acidtables'): option etcd.endpoints needs option warehouse too")
-        etcd = EtcdSettings(
-            tuple(e.strip() for e in endpoints.split(",")), prefix=options.get("etcd.prefix", "/acidtables/v1")
-        )
-        return Catalog(Settings(etcd=etcd, warehouse=warehouse, commit=CommitSettings()))
+    """The catalog the environment configures (Settings.from_env, as Catalog.connect reads it), with
+    any setting given as an option in its place; `local` for the embedded development etcd."""
+    overrides = {}
+    for option, value in options.items():
+        if option.lower() in _OWN_OPTIONS:
+            continue
+        variable = option_variable(option)
+        if variable not in VARIABLES:
+            known = sorted(v.removeprefix("ACIDTABLES_").lower().replace("_", ".", 1) for v in VARIABLES)
+            raise InvalidArgumentError(
+                f"format('acidtables'): unknown option {option!r}; options are path, versionAsOf, timestampAsOf, "
+                f"local and the settings {', '.join(known)}"
+            )
+        overrides[variable] = value
     if "local" in options:
+        if overrides:
+            raise InvalidArgumentError(
+                f"format('acidtables'): option local runs an embedded etcd; it takes no etcd or warehouse settings "
+                f"(got {', '.join(sorted(overrides))})"
+            )
         return Catalog.local(options["local"] or None)
-    return Catalog.connect()
+    try:
+        return Catalog(Settings.from_env({**os.environ, **overrides}))
+    except ConfigurationError as exc:
+        raise ConfigurationError(
+            f"{exc} (format('acidtables') also takes them as options: etcd.endpoints, warehouse)"
+        ) from None
 
 
 def _table_name(options: Mapping[str, str]) -> str:
@@ -141,24 +166,16 @@ class AcidTablesDataSource(DataSource):
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
+        operation = "insert_overwrite" if overwrite else "insert_into"
         with catalog_from_options(self.options) as catalog:
             table = catalog.table(_table_name(self.options))
-            tx = table.begin("insert_overwrite" if overwrite else "insert_into")
-            meta = tx.metadata
-            expected = table_struct(meta)
-            got = {f.name.lower(): f.dataType for f in schema.fields}
-            problems = [
-                f"{f.name} {f.dataType.simpleString()}"
-                for f in expected.fields
-                if got.get(f.name.lower()) != f.dataType
-            ]
-            extra = sorted(set(got) - {f.name.lower() for f in expected.fields})
-            if problems or extra:
-                tx.abort()
-                raise InvalidArgumentError(
-                    f"format('acidtables').save({meta.name!r}): the DataFrame does not match the table "
-                    f"({meta.schema_ddl}); wrong or missing: {problems or 'none'}; extra: {extra or 'none'}"
-                )
+            check_schema(
+                table.metadata,
+                schema,
+                call=f"format('acidtables').mode({'overwrite' if overwrite else 'append'!r}).save({table.name!r})",
+                hint="alter_table() or SparkTable's merge_schema=True",
+            )
+            tx = table.begin(operation)
             state = _WriteState(
                 dict(self.options),
                 table.name,
@@ -166,8 +183,7 @@ class AcidTablesDataSource(DataSource):
                 tx.operation.value,
                 tx.read_version,
                 tx.head_revision,
-                tx.staging_dir,
-                meta.to_json(),
+                tx.metadata.to_json(),
             )
             return AcidTablesWriter(state)
 
@@ -179,26 +195,6 @@ class _Files(InputPartition):
     def __init__(self, files: list[dict[str, Any]]) -> None:
         super().__init__(files)
         self.files = files
-
-
-def _arrow_type(type_ddl: str) -> pa.DataType:
-    return to_arrow_type(spark_type(type_ddl))
-
-
-def _read_file(meta: TableMetadata, storage: Storage, raw: dict[str, Any], *, keep_helpers: bool) -> pa.Table:
-    file = DataFile.from_json(raw, raw.get("added_version"))
-    with storage.open_input(file.path) as handle:
-        data = pq.read_table(handle)
-    data = data.append_column("_acid_row", pa.array(range(data.num_rows), pa.int64()))
-    if file.deletion_vector:
-        hidden = pa.array(file.deletion_vector, pa.int64())
-        data = data.filter(pc.invert(pc.is_in(data["_acid_row"], value_set=hidden)))
-    for column in meta.partition_by:
-        type_ = next(c.type for c in meta.columns if c.name == column)
-        data = data.append_column(column, pa.array([file.partition.get(column)] * data.num_rows, _arrow_type(type_)))
-    if keep_helpers:
-        data = data.append_column("_acid_version", pa.array([file.added_version] * data.num_rows, pa.int64()))
-    return data
 
 
 class AcidTablesReader(DataSourceReader):
@@ -220,29 +216,12 @@ class AcidTablesReader(DataSourceReader):
         return [_Files(g) for g in groups.values()]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        meta = TableMetadata.from_json(self.metadata)
-        storage = Storage(meta.location)
-        files = partition.files if isinstance(partition, _Files) else []
-        names = [c.name for c in meta.columns]
-        if not files:
+        raw = partition.files if isinstance(partition, _Files) else []
+        if not raw:
             return
-        tables = [_read_file(meta, storage, f, keep_helpers=bool(meta.primary_key)) for f in files]
-        data = pa.concat_tables(tables, promote_options="default")
-        if meta.primary_key:
-            seq = pc.coalesce(data[SEQ_COLUMN], data["_acid_version"])
-            data = data.append_column("_acid_order", seq)
-            ordered = data.sort_by(
-                [
-                    *[(k, "ascending") for k in meta.primary_key],
-                    ("_acid_order", "descending"),
-                    ("_acid_row", "descending"),
-                ]
-            )
-            keys = ordered.select(list(meta.primary_key)).to_pylist()
-            keep = [i for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
-            newest = ordered.take(pa.array(keep, pa.int64()))
-            data = newest.filter(pc.not_equal(newest[OP_COLUMN], DELETE))
-        yield from data.select(names).to_batches()
+        meta = TableMetadata.from_json(self.metadata)
+        files = [DataFile.from_json(f, f.get("added_version")) for f in raw]
+        yield from read_rows(meta, Storage(meta.location), files).to_batches()
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -256,7 +235,6 @@ class _WriteState:
     operation: str
     read_version: int
     head_revision: int
-    staging_dir: str
     metadata: dict[str, Any]
 
 
@@ -265,61 +243,24 @@ class _Written(WriterCommitMessage):
         self.files = files
 
 
-def _hive_segment(column: str, value: Any) -> str:
-    if value is None:
-        return f"{column}={HIVE_NULL}"
-    return f"{column}={quote(str(value), safe='')}"
-
-
 class AcidTablesWriter(DataSourceArrowWriter):
     def __init__(self, state: _WriteState) -> None:
         self.state = state
 
+    @property
+    def _overwrite(self) -> bool:
+        return self.state.operation == "insert_overwrite"
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        meta = TableMetadata.from_json(self.state.metadata)
         batches = list(iterator)
         if not batches:
             return _Written([])
+        meta = TableMetadata.from_json(self.state.metadata)
         data = pa.Table.from_batches(batches)
-        if data.num_rows == 0:
-            return _Written([])  # a job never adds a file with no rows
-        data = data.rename_columns(
-            [next((c.name for c in meta.columns if c.name.lower() == n.lower()), n) for n in data.column_names]
-        )
-        for column in meta.columns:  # the rule guarded() folds into SparkTable's writes
-            if not column.nullable and column.name in data.column_names and data[column.name].null_count:
-                raise InvalidArgumentError(not_null_message(meta, column.name) + "; nothing was committed")
-        stored = [c.name for c in data_columns(meta)]
-        if meta.primary_key:
-            data = data.append_column(OP_COLUMN, pa.array([UPSERT] * data.num_rows, pa.string()))
-            data = data.append_column(SEQ_COLUMN, pa.nulls(data.num_rows, pa.int64()))
-            stored += [OP_COLUMN, SEQ_COLUMN]
-        groups = [((), data)]
-        if meta.partition_by:
-            keys = data.select(list(meta.partition_by)).to_pylist()
-            distinct = {tuple(k.values()) for k in keys}
-            groups = []
-            for values in distinct:
-                mask = pa.array([tuple(k.values()) == values for k in keys])
-                groups.append((values, data.filter(mask)))
-        storage = Storage(meta.location)
-        # the layout write_staged uses, so reads can let Spark attach the partition values (spark.scan)
-        base = storage.relative(self.state.staging_dir) + f"/{WRITE_PREFIX}ds-{uuid.uuid4().hex}"
-        files = []
-        for values, rows in groups:
-            partition: dict[str, Any] = dict(zip(meta.partition_by, values, strict=True))
-            segments = "/".join(_hive_segment(k, v) for k, v in partition.items())
-            relative = f"{base}/{segments + '/' if segments else ''}part-{uuid.uuid4().hex}.parquet"
-            sink = pa.BufferOutputStream()
-            pq.write_table(rows.select(stored), sink, compression="snappy")
-            payload = sink.getvalue().to_pybytes()
-            storage.write_exclusive(relative, payload)
-            count, stats = footer_stats(pq.ParquetFile(pa.BufferReader(payload)).metadata)
-            kind = "delta" if meta.primary_key else "data"
-            files.append(DataFile(relative, partition, count, len(payload), stats, kind=kind).to_json())
-        return _Written(files)
+        files = write_rows(meta, Storage(meta.location), self.state.txn_id, data, overwrite=self._overwrite)
+        return _Written([f.to_json() for f in files])
 
-    def _transaction(self, catalog: Catalog) -> Any:
+    def _transaction(self, catalog: Catalog) -> Transaction:
         table = catalog.table(self.state.table)
         return table.resume(
             self.state.txn_id,
@@ -332,10 +273,8 @@ class AcidTablesWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         with catalog_from_options(self.state.options) as catalog:
             tx = self._transaction(catalog)
-            if self.state.operation == "insert_overwrite":
-                tx.remove_files(tx.snapshot.files)
-                tx.record_read(whole_table=True)
-                tx.set_scope(None)
+            if self._overwrite:
+                replace_all(tx)
             tx.add_files([DataFile.from_json(f) for m in messages if isinstance(m, _Written) for f in m.files])
             tx.commit()
 

@@ -7,7 +7,6 @@ so no data is read twice. Reading a snapshot's files back is `scan`'s job.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -21,7 +20,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from acidtables.core import (
-    DATA_DIR,
     HIVE_NULL,
     ColumnStats,
     DataFile,
@@ -38,15 +36,6 @@ logger = logging.getLogger(__name__)
 FILE = "_acid_file"
 ROW = "_acid_row"
 VERSION = "_acid_version"
-#: each write of a transaction gets its own directory under the staging dir, also `name=value`
-#: (storage.STAGING_PREFIX says why)
-WRITE_PREFIX = "_acid_write="
-_writes = itertools.count()
-
-
-def write_dir(storage: Storage, txn_id: str) -> str:
-    """A new directory for one Spark write of transaction `txn_id`, relative to the table location."""
-    return f"{storage.staging_dir(txn_id)}/{WRITE_PREFIX}{next(_writes):04d}"
 
 
 def _stat_value(value: Any) -> Any:
@@ -96,12 +85,7 @@ def write_staged(
     """Write `df` (in the table's column order) under the staging dir and describe the files written."""
     meta = tx.metadata
     storage = tx.storage
-    if storage.file_size(DATA_DIR) is not None:
-        raise InvalidArgumentError(
-            f"{meta.name}: {storage.absolute(DATA_DIR)} is a file, where the table keeps its data directory; move "
-            "it away (acidtables never deletes what it did not write)"
-        )
-    relative_dir = write_dir(storage, tx.txn_id)
+    relative_dir = storage.new_write_dir(tx.txn_id)
     writer = guarded(df, tx.target_metadata).write.mode("errorifexists").option("compression", "snappy")
     if meta.partition_by:
         writer = writer.partitionBy(*meta.partition_by)
@@ -154,6 +138,32 @@ _CHECK_FAILED = re.compile(re.escape(_CHECK) + r"(.*?)(?:\. SQLSTATE|SQLSTATE|\n
 _COMPLEX = ("ARRAY", "MAP", "STRUCT")
 
 
+def file_kind(meta: TableMetadata, *, overwrite: bool) -> str:
+    """What a write's files are: plain data, or in a primary-key table upserts to merge on read (and an
+    overwrite's rows, one per key, a base)."""
+    if not meta.primary_key:
+        return "data"
+    return "base" if overwrite else "delta"
+
+
+def too_long_message(meta: TableMetadata, column: str, size: int) -> str | None:
+    """Why a partition value of `size` bytes cannot be a directory name (`name=value` holds 255 bytes)."""
+    limit = 255 - len(column.encode()) - 1
+    if size <= limit:
+        return None
+    return (
+        f"partition column {column} of {meta.name} has a value of {size} bytes, too long for a directory "
+        f"name ({limit} bytes with `{column}=`); nothing was committed"
+    )
+
+
+def null_spelling_message(meta: TableMetadata, column: str) -> str:
+    return (
+        f"partition column {column} of {meta.name} has a row with the value '' or {HIVE_NULL!r}, which Spark "
+        "and Hive store and read back as NULL; use NULL or another value. Nothing was committed"
+    )
+
+
 def not_null_message(meta: TableMetadata, column: str) -> str:
     reason = "part of the primary key" if column in meta.primary_key else "declared NOT NULL"
     return f"column {column} of {meta.name} is {reason} and a row has NULL"
@@ -196,13 +206,11 @@ def _too_long_partition_value(df: DataFrame, meta: TableMetadata) -> str | None:
     """Why a failed write failed, when a partition value cannot be a directory name (`name=value` holds
     255 bytes at most; file systems word that failure differently, so the data is asked, once it failed)."""
     for name in meta.partition_by:
-        limit = 255 - len(name.encode()) - 1
         longest = df.select(F.max(F.octet_length(F.col(f"`{name}`").cast("string")))).first()
-        if longest is not None and longest[0] is not None and longest[0] > limit:
-            return (
-                f"partition column {name} of {meta.name} has a value of {longest[0]} bytes, too long for a directory "
-                f"name ({limit} bytes with `{name}=`); nothing was committed"
-            )
+        if longest is not None and longest[0] is not None:
+            message = too_long_message(meta, name, longest[0])
+            if message:
+                return message
     return None
 
 
@@ -233,10 +241,7 @@ def check_written(df: DataFrame, meta: TableMetadata, files: Sequence[DataFile])
     null_partition = [p for p in text if any(f.partition.get(p) is None for f in files)]
     for name in null_partition:
         if df.filter(F.col(f"`{name}`").isin("", HIVE_NULL)).limit(1).count():
-            raise InvalidArgumentError(
-                f"partition column {name} of {meta.name} has a row with the value '' or {HIVE_NULL!r}, which Spark "
-                "and Hive store and read back as NULL; use NULL or another value. Nothing was committed"
-            )
+            raise InvalidArgumentError(null_spelling_message(meta, name))
 
 
 def file_key(storage: Storage, file: DataFile) -> str:

@@ -27,10 +27,20 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acidtables.core import DATA_DIR, HIVE_NULL, STAGING_PREFIX, AcidTablesError, DataFile, Storage, TableMetadata
+from acidtables.core import HIVE_NULL, STAGING_LEVELS, AcidTablesError, DataFile, Storage, TableMetadata
 
-from .files import FILE, ROW, VERSION, WRITE_PREFIX, file_key, without_file_scheme
-from .schema import DELETE, INTEGRAL_TYPES, OP_COLUMN, SEQ_COLUMN, TEXT_TYPES, file_struct, spark_type, table_struct
+from .files import FILE, ROW, VERSION, file_key, without_file_scheme
+from .schema import (
+    DELETE,
+    INTEGRAL_TYPES,
+    OP_COLUMN,
+    SEQ_COLUMN,
+    TEXT_TYPES,
+    file_struct,
+    partition_text,
+    spark_type,
+    table_struct,
+)
 
 _SPARK_PATH = "_acid_spark_path"
 _WELL_FORMED_ESCAPES = re.compile(r"%(?![0-9A-Fa-f]{2})")
@@ -58,24 +68,21 @@ def _directory_value_is_log_value(type_name: str, raw: str, value: object) -> bo
     return False
 
 
-def _directories_agree(meta: TableMetadata, files: Sequence[DataFile]) -> bool:
+def _directories_agree(meta: TableMetadata, storage: Storage, files: Sequence[DataFile]) -> bool:
     """True when Spark, reading `files` with data/ as basePath, attaches to every file the partition
     values the log holds for it (see the module docstring).
 
-    That needs every file where `write_staged` puts it, data/_acid_txn=<id>/_acid_write=<n>/<one
-    directory per partition column>/<file>: Spark walks up from the file through `name=value`
-    directories, so all files then share the root data/ and the same partition columns.
+    That needs every file where `Storage.new_write_dir` puts it, with one directory per partition column
+    below: Spark walks up from the file through `name=value` directories, so all files then share the
+    root `Storage.data_root()` and the same partition columns.
     """
     types = {c.name: c.type for c in meta.columns}
     depth = len(meta.partition_by)
     for f in files:
-        segments = f.path.split("/")
-        if len(segments) != depth + 4 or segments[0] != DATA_DIR:
+        directories = storage.partition_dirs(f.path, depth)
+        if directories is None:
             return False
-        txn, write = segments[1], segments[2]
-        if not (txn.startswith(STAGING_PREFIX) and write.startswith(WRITE_PREFIX)) or "%" in txn + write:
-            return False
-        for column, segment in zip(meta.partition_by, segments[3:-1], strict=True):
+        for column, segment in zip(meta.partition_by, directories, strict=True):
             name, sep, raw = segment.partition("=")
             if not sep or name != column:
                 return False
@@ -86,7 +93,7 @@ def _directories_agree(meta: TableMetadata, files: Sequence[DataFile]) -> bool:
 
 def _layout_struct(meta: TableMetadata) -> StructType:
     """The table's columns plus the two staging directory levels Spark discovers as partition columns."""
-    levels = [StructField(prefix.rstrip("="), StringType()) for prefix in (STAGING_PREFIX, WRITE_PREFIX)]
+    levels = [StructField(level, StringType()) for level in STAGING_LEVELS]
     return StructType([*table_struct(meta).fields, *levels])
 
 
@@ -116,7 +123,7 @@ def _file_entries(
             (
                 _spark_spelling(uri),
                 key,
-                *(_as_text(f.partition.get(c)) for c in meta.partition_by),
+                *(partition_text(f.partition.get(c)) for c in meta.partition_by),
                 f.added_version,
             )
         )
@@ -133,14 +140,6 @@ def _file_entries(
     types = {c.name: spark_type(c.type) for c in meta.columns}
     entries = spark.createDataFrame(rows, schema)
     return entries.select(_SPARK_PATH, FILE, *[F.col(c).cast(types[c]).alias(c) for c in meta.partition_by], VERSION)
-
-
-def _as_text(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _known_file(column: str) -> Column:
@@ -171,8 +170,8 @@ def read_files(
     plain = not keep_helpers and not any(f.deletion_vector for f in files)
     if plain and not meta.partition_by:
         return spark.read.schema(file_struct(meta)).parquet(*paths).select(*columns)
-    if plain and _directories_agree(meta, files):
-        scan = spark.read.schema(_layout_struct(meta)).option("basePath", storage.absolute(DATA_DIR)).parquet(*paths)
+    if plain and _directories_agree(meta, storage, files):
+        scan = spark.read.schema(_layout_struct(meta)).option("basePath", storage.data_root()).parquet(*paths)
         return scan.select(*columns)
     scan = spark.read.schema(file_struct(meta)).parquet(*paths)
     entries = _file_entries(spark, meta, storage, files, scan)
@@ -194,9 +193,14 @@ def merge_on_read(df: DataFrame, meta: TableMetadata) -> DataFrame:
 
     A row's sequence is its own `_acid_seq` (kept by compactions) or else the version that added its
     file, which the log assigned at commit time, so a rebased commit still orders correctly (D-07).
+    Ties go to the greater file key, then the later row: arrow_files.merge_on_read orders the same way.
     """
     seq = F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION))
-    window = Window.partitionBy(*meta.partition_by, *meta.primary_key).orderBy(seq.desc(), F.col(ROW).desc())
+    # the file breaks a tie between files of one version (the data source's tasks can each write a row
+    # for one key), so every reader picks the same row
+    window = Window.partitionBy(*meta.partition_by, *meta.primary_key).orderBy(
+        seq.desc(), F.col(FILE).desc(), F.col(ROW).desc()
+    )
     newest = df.withColumn("_acid_rank", F.row_number().over(window)).filter("_acid_rank = 1").drop("_acid_rank")
     return newest.filter(F.col(OP_COLUMN) != F.lit(DELETE))
 

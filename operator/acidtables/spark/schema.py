@@ -93,14 +93,14 @@ def file_struct(meta: TableMetadata) -> StructType:
     return StructType(fields)
 
 
-def conform(df: DataFrame, meta: TableMetadata, *, method: str) -> DataFrame:
-    """Check `df` against the table schema and return it with the table's column order.
+def check_schema(meta: TableMetadata, struct: StructType, *, call: str, hint: str = "merge_schema=True") -> None:
+    """Refuse a DataFrame schema that does not match the table, naming every offending column at once.
 
-    Columns are matched by name, case-insensitively. Missing or extra columns and types that differ
-    (beyond a nullable/not-null difference) are all listed in one error.
+    Columns are matched by name, case-insensitively; a nullable/not-null difference is no mismatch (NOT
+    NULL is enforced on the rows written). `call` names the user's call, `hint` how its API adds columns.
     """
     expected = table_struct(meta)
-    by_name = {f.name.lower(): f for f in df.schema.fields}
+    by_name = {f.name.lower(): f for f in struct.fields}
     problems = []
     for field in expected.fields:
         got = by_name.pop(field.name.lower(), None)
@@ -111,12 +111,17 @@ def conform(df: DataFrame, meta: TableMetadata, *, method: str) -> DataFrame:
                 f"column {field.name} is {got.dataType.simpleString()}, the table has {field.dataType.simpleString()}"
             )
     for extra in by_name.values():
-        problems.append(f"extra column {extra.name} {extra.dataType.simpleString()} (use merge_schema=True to add it)")
+        problems.append(f"extra column {extra.name} {extra.dataType.simpleString()} (use {hint} to add it)")
     if problems:
         raise InvalidArgumentError(
-            f"{method}(): the DataFrame does not match {meta.name} ({meta.schema_ddl}): " + "; ".join(problems)
+            f"{call}: the DataFrame does not match the table {meta.name} ({meta.schema_ddl}): " + "; ".join(problems)
         )
-    return df.select(*[F.col(f"`{by_name_of(df, f.name)}`").alias(f.name) for f in expected.fields])
+
+
+def conform(df: DataFrame, meta: TableMetadata, *, method: str) -> DataFrame:
+    """`df` checked against the table schema (`check_schema`), with the table's column names and order."""
+    check_schema(meta, df.schema, call=f"{method}()")
+    return df.select(*[F.col(f"`{by_name_of(df, c.name)}`").alias(c.name) for c in meta.columns])
 
 
 def by_name_of(df: DataFrame, name: str) -> str:
@@ -153,6 +158,16 @@ def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> 
     if type_ == "BOOLEAN":
         return raw.lower() == "true"
     return raw
+
+
+def partition_text(value: object) -> str | None:
+    """A log partition value as text, which a reader casts to the column's type (DATE, TIMESTAMP and
+    DECIMAL values are kept as the text their directories spell)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def log_partition_value(meta: TableMetadata, column: str, value: object) -> Literal:

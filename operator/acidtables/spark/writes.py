@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from acidtables.core import HIVE_NULL, InvalidArgumentError, Literal, Table, TableMetadata, Transaction
 
-from .files import write_staged
+from .files import file_kind, write_staged
 from .prepared import Prepared, preparing
 from .schema import (
     OP_COLUMN,
@@ -64,10 +64,11 @@ def prepare_rows(df: DataFrame, tx: Transaction, *, method: str, merge_schema: b
     return rows
 
 
-def _kind(tx: Transaction, *, overwrite: bool) -> str:
-    if not tx.metadata.primary_key:
-        return "data"
-    return "base" if overwrite else "delta"
+def replace_all(tx: Transaction) -> None:
+    """The removal half of a whole-table overwrite or truncate: every file goes, the whole table was read
+    and is the scope (SparkTable's and the data source's overwrites both end here)."""
+    tx.remove_files(tx.scan(None))
+    tx.set_scope(None)
 
 
 def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> Prepared:
@@ -75,7 +76,7 @@ def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> P
     with preparing(tx):
         record_source_reads(df, tx)  # an insert that read its own table is not a blind append (INS-R)
         rows = prepare_rows(df, tx, method="insert_into", merge_schema=merge_schema)
-        files = write_staged(rows, tx, kind=_kind(tx, overwrite=False))
+        files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=False))
         tx.add_files(files)
     return Prepared(tx, {"files_written": len(files), "rows_written": sum(f.rows for f in files)})
 
@@ -142,11 +143,11 @@ def insert_overwrite(
             found = rows.select(*meta.partition_by).distinct().collect()
             targets = [{c: log_partition_value(meta, c, r[c]) for c in meta.partition_by} for r in found]
         if targets is None:
-            tx.remove_files(tx.scan(None))
+            replace_all(tx)
         else:
             tx.remove_files(tx.scan(partition_predicate(targets)))
-        tx.set_scope(targets)
-        files = write_staged(rows, tx, kind=_kind(tx, overwrite=True))
+            tx.set_scope(targets)
+        files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=True))
         tx.add_files(files)
     return Prepared(tx, {"files_written": len(files), "partitions": targets})
 
@@ -156,8 +157,7 @@ def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Pre
     with preparing(tx):
         meta = tx.metadata
         if partition is None:
-            tx.remove_files(tx.scan(None))
-            tx.set_scope(None)
+            replace_all(tx)
         else:
             if not meta.partition_by:
                 raise InvalidArgumentError(f"truncate(): {meta.name} is not partitioned")
@@ -168,4 +168,4 @@ def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Pre
     return Prepared(tx)
 
 
-__all__ = ["data_columns", "insert_into", "insert_overwrite", "partition_predicate", "truncate"]
+__all__ = ["data_columns", "insert_into", "insert_overwrite", "partition_predicate", "replace_all", "truncate"]

@@ -233,6 +233,73 @@ def test_with_row_level_concurrency(
     run(table, e, lj, expected)
 
 
+# §8.1 as the document prints it. Pairs are unordered; "can" means the pair conflicts when it overlaps
+# (§13.1 decides in which order and with which exception), "cannot" that it never does. "dv: zorder"
+# reads "with deletion vectors enabled: cannot conflict unless ZORDER BY is used".
+WITHOUT_RLC_MATRIX = [
+    # pair                Serializable     WriteSerializable
+    ("INS", "INS",        "cannot",        "cannot"),
+    ("INS", "UDM",        "can",           "cannot"),
+    ("UDM", "UDM",        "can",           "can"),
+    ("OPT", "INS",        "cannot",        "cannot"),
+    ("OPT", "UDM",        "can; dv: zorder", "can; dv: zorder"),
+    ("OPT", "OPT",        "can; dv: zorder", "can; dv: zorder"),
+]  # fmt: skip
+WITH_RLC_MATRIX = [
+    ("INS", "INS",        "cannot",        "cannot"),
+    ("INS", "UDM",        "same row",      "cannot"),
+    ("UDM", "UDM",        "same row",      "same row"),
+    ("OPT", "INS",        "cannot",        "cannot"),
+    ("OPT", "UDM",        "zorder",        "zorder"),
+    ("OPT", "OPT",        "zorder",        "zorder"),
+]  # fmt: skip
+_GROUP = {"INS": "INS", "UPD": "UDM", "DEL": "UDM", "MRG": "UDM", "OPT": "OPT", "OPTZ": "OPT"}
+
+
+def _can_conflict(cell: str, *, dv: bool, zorder: bool, same_row: bool) -> bool:
+    return {
+        "cannot": False,
+        "can": True,
+        "can; dv: zorder": zorder or not dv,
+        "same row": same_row,
+        "zorder": zorder,
+    }[cell]
+
+
+def _cell(matrix: list[tuple[str, str, str, str]], earlier: str, later: str, level: str) -> str:
+    pair = {_GROUP[earlier], _GROUP[later]}
+    (row,) = [r for r in matrix if {r[0], r[1]} == pair]
+    return row[2] if level == SER else row[3]
+
+
+def test_the_cases_above_are_the_recovered_matrices() -> None:
+    """Every case's expectation agrees with the literal §8.1 tables: a "cannot" pair never fails, and a
+    pair that can conflict fails in at least one of its two orders."""
+    outcomes: dict[tuple[str, str, frozenset[str], str], list[bool]] = {}
+    for case in without_rlc_cases():
+        setting, level, earlier, later, expected = case.values
+        zorder = "OPTZ" in (earlier, later)
+        can = _can_conflict(
+            _cell(WITHOUT_RLC_MATRIX, earlier, later, level),
+            dv=setting == "partitioned-dv",
+            zorder=zorder,
+            same_row=True,
+        )
+        outcomes.setdefault((setting, level, frozenset((earlier, later)), str(can)), []).append(expected is not None)
+    for case in rlc_cases():
+        level, earlier, later, e_kw, l_kw, expected = case.values
+        same_row = earlier == "OPT" or e_kw.get("row_id") == l_kw.get("row_id")
+        zorder = "OPTZ" in (earlier, later)
+        can = _can_conflict(_cell(WITH_RLC_MATRIX, earlier, later, level), dv=True, zorder=zorder, same_row=same_row)
+        pair = frozenset((earlier, later, str(e_kw.get("row_id")), str(l_kw.get("row_id"))))
+        outcomes.setdefault(("rlc", level, pair, str(can)), []).append(expected is not None)
+    for (setting, level, pair, can), failures in outcomes.items():
+        if can == "False":
+            assert not any(failures), (setting, level, sorted(pair), "the matrix says cannot conflict")
+        else:
+            assert any(failures), (setting, level, sorted(pair), "the matrix says can conflict")
+
+
 @pytest.mark.parametrize("level", [SER, WS])
 @pytest.mark.parametrize(("earlier", "later"), [(a, b) for a in ("UPD", "DEL", "OPT") for b in ("UPD", "DEL", "OPT")])
 def test_jobs_on_different_partitions_never_conflict(catalog: Catalog, level: str, earlier: str, later: str) -> None:

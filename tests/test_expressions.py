@@ -12,6 +12,7 @@ from acidtables.core.expressions import (
     might_match,
     parse_predicate,
     restrict_to_columns,
+    split_conjuncts,
 )
 
 COLUMNS = ["id", "dt", "amount", "name"]
@@ -88,3 +89,10 @@ def test_json_round_trip() -> None:
     assert expr is not None
     assert expr_from_json(expr.to_json()) == expr
     assert Compare("id", "=", 1).columns() == frozenset({"id"})
+
+
+def test_split_conjuncts_cuts_only_top_level_ands() -> None:
+    assert split_conjuncts("dt = 'b' AND id % 2 = 0") == ["dt = 'b'", "id % 2 = 0"]
+    assert split_conjuncts("a BETWEEN 1 AND 3 AND dt = 'x'") == ["a BETWEEN 1 AND 3", "dt = 'x'"]
+    assert split_conjuncts("(a = 1 AND b = 2) and c = 3") == ["(a = 1 AND b = 2)", "c = 3"]
+    assert split_conjuncts("x = 'it''s AND' AND t.and = 1 AND band = 2") == ["x = 'it''s AND'", "t.and = 1", "band = 2"]

@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 import acidtables.errors as public_errors
+from acidtables.core.ddl import parse_schema
 from acidtables.core.errors import (
     AcidTablesError,
     ConcurrentAppendException,
@@ -27,7 +28,6 @@ from acidtables.core.records import (
     Protocol,
     Scope,
     TableMetadata,
-    parse_schema,
 )
 
 

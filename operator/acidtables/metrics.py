@@ -30,7 +30,15 @@ from typing import Any, Protocol
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from acidtables.core import CONFLICT_CLASSES, AcidTablesError, Operation, events
+from acidtables.core import (
+    CONFLICT_CLASSES,
+    AcidTablesError,
+    CommitEvent,
+    InvalidArgumentError,
+    Operation,
+    split_name,
+    subscribe_to_commits,
+)
 
 __all__ = ["DURATION_BUCKETS_SECONDS", "OUTCOMES", "CommitMetrics", "EtcdEventCollector", "EventSource"]
 
@@ -126,7 +134,7 @@ class CommitMetrics:
         """Start counting core's commit events; installing twice counts once."""
         with self._lock:
             if self._unsubscribe is None:
-                self._unsubscribe = events.subscribe(self.observe)
+                self._unsubscribe = subscribe_to_commits(self.observe)
         return self
 
     def uninstall(self) -> None:
@@ -149,7 +157,7 @@ class CommitMetrics:
             self.commits.labels(namespace, table, operation, outcome)
         self.retries.labels(namespace, table, operation)
 
-    def observe(self, event: events.CommitEvent) -> None:
+    def observe(self, event: CommitEvent) -> None:
         """Count one event; core calls this for every commit, conflict, retry, abort and exhaustion."""
         operation = _operation_label(event.operation)
         self._initialise(event.namespace, event.table, operation)
@@ -224,7 +232,10 @@ class EtcdEventCollector:
         conflicts: Tally[tuple[str, str, str]] = Tally()
         aborts: Tally[tuple[str, str]] = Tally()
         for event in recorded:
-            namespace, table = events.split_table_name(str(event.get("table", "")))
+            try:
+                namespace, table = split_name(str(event.get("table", "")), method="metrics")
+            except InvalidArgumentError:  # a record another version wrote: count it, under its raw name
+                namespace, table = "", str(event.get("table", ""))
             if event.get("kind") == "conflict":
                 conflicts[(namespace, table, _exception_label(event.get("exception")))] += 1
             elif event.get("kind") == "aborted":

@@ -20,7 +20,6 @@ from acidtables.core import (
     Table,
     TableNotFoundError,
     split_name,
-    split_table_name,
     to_datetime,
 )
 
@@ -71,7 +70,7 @@ class TableSummary:
         )
 
     def to_json(self) -> dict[str, Any]:
-        namespace, short = split_table_name(self.name)
+        namespace, short = split_name(self.name, method="describe")
         return {
             "name": self.name,
             "namespace": namespace,

@@ -8,7 +8,7 @@ This module is the core's public face: the Spark integration, the CLI and the me
 names below (an import-linter contract keeps it so), and the modules behind it stay free to move.
 """
 
-from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, split_name, user_data_dir
+from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, user_data_dir
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
@@ -21,8 +21,10 @@ from acidtables.core.errors import (
     TableNotFoundError,
 )
 from acidtables.core.etcd import Coordinator
-from acidtables.core.events import split_table_name
+from acidtables.core.events import CommitEvent
+from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
+from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, TableMetadata, to_datetime
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
@@ -44,6 +46,7 @@ __all__ = [
     "Change",
     "Column",
     "ColumnStats",
+    "CommitEvent",
     "CommitInfo",
     "CommitSettings",
     "ConcurrentModificationException",
@@ -71,7 +74,7 @@ __all__ = [
     "parse_predicate",
     "parse_target_predicate",
     "split_name",
-    "split_table_name",
+    "subscribe_to_commits",
     "to_datetime",
     "user_data_dir",
 ]

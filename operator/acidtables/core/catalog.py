@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .ddl import parse_schema
 from .errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -28,8 +28,9 @@ from .errors import (
 from .etcd import Coordinator
 from .locations import Owner, check_location_is_free, check_owner, claim, release
 from .maintenance import DropReport, delete_table_data
+from .names import IDENTIFIER, split_name
 from .operations import IsolationLevel, OpClass, Operation, Policy
-from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, parse_schema
+from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata
 from .services import Services
 from .settings import CommitSettings, EtcdSettings, Settings
 from .storage import GLOB_CHARACTERS, normalize_location
@@ -37,32 +38,8 @@ from .table import Table
 
 logger = logging.getLogger(__name__)
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DEFAULT_NAMESPACE = "default"
-#: Hive's identifier limit; a name is a path component of the default location (file systems allow 255 bytes)
-MAX_NAME_LENGTH = 128
 #: file under a local data directory naming the embedded etcd that serves it (Catalog.local, `acidtables etcd`)
 LOCAL_ETCD_MARKER = "etcd-endpoint.json"
-
-
-def split_name(name: str, *, method: str) -> tuple[str, str]:
-    """`"sales.orders"` -> ("sales", "orders"); a bare name is in the `default` namespace."""
-    if not isinstance(name, str):
-        raise InvalidArgumentError(f"{method}(): table name must be a string like 'sales.orders', found {name!r}")
-    parts = name.split(".")
-    if len(parts) == 1:
-        parts = [DEFAULT_NAMESPACE, parts[0]]
-    if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
-        raise InvalidArgumentError(
-            f"{method}(): table name {name!r} must be 'namespace.name' with letters, digits and underscores"
-        )
-    too_long = [p for p in parts if len(p) > MAX_NAME_LENGTH]
-    if too_long:
-        raise InvalidArgumentError(
-            f"{method}(): {too_long[0][:40]}... has {len(too_long[0])} characters; namespaces and table names have "
-            f"at most {MAX_NAME_LENGTH} (each becomes a directory name, which file systems limit to 255 bytes)"
-        )
-    return parts[0], parts[1]
 
 
 def user_data_dir() -> Path:
@@ -328,7 +305,7 @@ class Catalog:
         return Table(self.services, entry["table_id"], entry["name"], entry["location"])
 
     def list_tables(self, namespace: str | None = None) -> list[str]:
-        if namespace is not None and not _NAME.match(namespace):
+        if namespace is not None and not IDENTIFIER.match(namespace):
             raise InvalidArgumentError(f"list_tables(): namespace {namespace!r} is not a plain identifier")
         return sorted(e["name"] for e in self.services.coordinator.list_catalog(namespace))
 

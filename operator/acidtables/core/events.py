@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .names import split_name
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,18 +34,11 @@ class CommitEvent:
     exception: str | None = None
 
 
-def split_table_name(name: str) -> tuple[str, str]:
-    """`"sales.orders"` -> ("sales", "orders"): a table's full name, split the way events, metrics and
-    the CLI label it (names were checked at creation, so the first dot separates the two)."""
-    namespace, _, table = name.partition(".")
-    return (namespace, table) if table else ("", namespace)
-
-
 def commit_event(
     kind: str, table_name: str, *, table_id: str, operation: str, txn_id: str, **fields: Any
 ) -> CommitEvent:
     """The one place a CommitEvent is built: the committer's outcomes and an abort alike."""
-    namespace, table = split_table_name(table_name)
+    namespace, table = split_name(table_name, method=kind)
     return CommitEvent(
         kind=kind, namespace=namespace, table=table, table_id=table_id, operation=operation, txn_id=txn_id, **fields
     )

@@ -8,16 +8,13 @@ etcd, commit files and checkpoints; `from_json(to_json(x)) == x` for every recor
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import InvalidArgumentError
 from .expressions import ColumnBounds, Expr, Literal, expr_from_json
 from .operations import IsolationLevel, OpClass, Operation, Policy
-from .types import normalize_type
 
 FORMAT_VERSION = 1
 
@@ -135,58 +132,6 @@ class Column:
     name: str
     type: str
     nullable: bool = True
-
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: names the library gives its own columns and staging directories (merge-on-read's _acid_op/_acid_seq,
-#: the _acid_txn=/_acid_write= levels a reader's partition discovery sees)
-RESERVED_PREFIX = "_acid_"
-
-
-def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, method: str) -> tuple[Column, ...]:
-    """Accept `"id BIGINT, dt STRING"` or pairs; nested types keep their commas (`DECIMAL(10,2)`)."""
-    if isinstance(schema, str):
-        parts: list[str] = []
-        depth, start = 0, 0
-        for i, ch in enumerate(schema):
-            if ch in "(<":
-                depth += 1
-            elif ch in ")>":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                parts.append(schema[start:i])
-                start = i + 1
-        parts.append(schema[start:])
-        columns = []
-        for part in parts:
-            words = part.strip().split(None, 1)
-            if len(words) != 2:
-                raise InvalidArgumentError(
-                    f"{method}(): schema entry {part.strip()!r} must be '<name> <TYPE>', "
-                    f'as in schema="id BIGINT, dt STRING"'
-                )
-            name, type_ = words
-            nullable = True
-            if type_.upper().endswith(" NOT NULL"):
-                type_, nullable = type_[: -len(" NOT NULL")], False
-            columns.append(Column(name.strip("`"), type_.strip(), nullable))
-    else:
-        columns = [c if isinstance(c, Column) else Column(c[0], c[1]) for c in schema]
-    if not columns:
-        raise InvalidArgumentError(f"{method}(): schema is empty; give at least one column")
-    seen: set[str] = set()
-    for column in columns:
-        if not _IDENTIFIER.match(column.name):
-            raise InvalidArgumentError(f"{method}(): column name {column.name!r} is not a plain identifier")
-        if column.name.lower().startswith(RESERVED_PREFIX):
-            raise InvalidArgumentError(
-                f"{method}(): column name {column.name!r} starts with {RESERVED_PREFIX!r}, which acidtables keeps for "
-                "its own columns"
-            )
-        if column.name.lower() in seen:
-            raise InvalidArgumentError(f"{method}(): column {column.name!r} appears twice in the schema")
-        seen.add(column.name.lower())
-    return tuple(replace(c, type=normalize_type(c.type, column=c.name, method=method)) for c in columns)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import events
 from .committer import commit
+from .ddl import parse_schema
 from .errors import CorruptMetadataError, InvalidArgumentError, TransactionClosedError
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
 from .file_checks import prove_new_file, prove_re_added_file
@@ -28,7 +29,6 @@ from .records import (
     Protocol,
     Scope,
     TableMetadata,
-    parse_schema,
 )
 from .services import Services
 from .snapshot import Snapshot

@@ -1,0 +1,46 @@
+"""Predicates that core can evaluate against partition values and file statistics, without Spark.
+
+Conflict detection needs to know whether a file a concurrent commit added *might* hold rows a transaction
+read (conflict-rules §13.1 rule 4, D-17), and readers prune files the same way before Spark opens them.
+`tree` is the syntax tree and its stored form, `bounds` the one evaluator (`might_match`), and `sql`
+turns the common subset of SQL predicates users write into a tree (None for anything else).
+"""
+
+from .bounds import ColumnBounds, might_match
+from .sql import parse_predicate, parse_target_predicate, split_conjuncts
+from .tree import (
+    TRUE,
+    And,
+    Compare,
+    Const,
+    Expr,
+    In,
+    IsNull,
+    Literal,
+    Not,
+    Or,
+    expr_from_json,
+    negate,
+    restrict_to_columns,
+)
+
+__all__ = [
+    "TRUE",
+    "And",
+    "ColumnBounds",
+    "Compare",
+    "Const",
+    "Expr",
+    "In",
+    "IsNull",
+    "Literal",
+    "Not",
+    "Or",
+    "expr_from_json",
+    "might_match",
+    "negate",
+    "parse_predicate",
+    "parse_target_predicate",
+    "restrict_to_columns",
+    "split_conjuncts",
+]

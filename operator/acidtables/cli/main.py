@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> None:
         if args.core:
             render(run_demo(), as_json=args.json, out=out)
         else:
-            from .spark_demo import run_spark_demo  # Spark starts only for this command
+            from .demo.spark import run_spark_demo  # Spark starts only for this command
 
             render(run_spark_demo(), as_json=args.json, out=out)
         return

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables import Catalog, Table
-from acidtables.core.records import CommitInfo, DataFile
+from acidtables.core.records import CommitInfo, DataFile, FileKind
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 from acidtables.spark.files import HIVE_NULL, footer
 from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file_struct, typed_partition_value
@@ -403,10 +403,10 @@ def ingest_small(bench: Bench, t: SparkTable, per_insert: int) -> dict[str, Any]
         meta,
         method="insert_into",
     )
-    kind = "data"
+    kind = FileKind.DATA
     if meta.primary_key:
         rows = rows.withColumn(OP_COLUMN, F.lit(UPSERT)).withColumn(SEQ_COLUMN, F.lit(None).cast("long"))
-        kind = "delta"
+        kind = FileKind.CHANGES
     # where write_staged would put them (its layout is what lets a read scan them as one partitioned table)
     relative_dir = table.storage.new_write_dir(f"bench-small-inserts-{uuid.uuid4().hex}")
     write_seconds, _ = timed(

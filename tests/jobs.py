@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from acidtables import Table, Transaction
-from acidtables.core.records import ColumnStats, DataFile
+from acidtables.core.records import ColumnStats, DataFile, FileKind
 from acidtables.core.snapshot import Snapshot
 
 _counter = itertools.count()
@@ -46,7 +46,7 @@ def stage(
     *,
     tokens: Sequence[str] | None = None,
     ids: Sequence[int] | None = None,
-    kind: str = "data",
+    kind: FileKind = FileKind.DATA,
     lineage: Sequence[str] = (),
     ordered: bool = False,
 ) -> DataFile:
@@ -124,7 +124,7 @@ def update_merge_on_read(table: Table, partition: str | None, operation: str = "
     """Primary-key tables (D-07): UPDATE/DELETE write a keyed delta file; nothing is removed."""
     tx = table.begin(operation)
     tx.scan(_where(partition))
-    f = stage(tx, partition, kind="delta")
+    f = stage(tx, partition, kind=FileKind.CHANGES)
     tx.add_files([f])
     return Job(tx, operation.upper(), partition, tokens_of(f))
 
@@ -147,7 +147,7 @@ def compact(table: Table, partition: str | None, operation: str = "minor_compact
     inputs = _files(tx, partition)
     tx.remove_files(inputs)
     tokens = [t for f in inputs for t in tokens_of(f)]
-    f = stage(tx, partition, tokens=tokens, lineage=[i.path for i in inputs], kind="base", ordered=True)
+    f = stage(tx, partition, tokens=tokens, lineage=[i.path for i in inputs], kind=FileKind.BASE, ordered=True)
     tx.add_files([f])
     return Job(tx, operation.upper().replace("_", " "), partition)
 

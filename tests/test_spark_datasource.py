@@ -51,7 +51,7 @@ def test_append_overwrite_and_time_travel_through_the_data_source(
         "ds.t"
     )
     assert rows(spark.read.format("acidtables").options(**opts).load("ds.t")) == [(9, "c", 9.0)]
-    assert [h.operation for h in table.history()][:3] == ["INSERT OVERWRITE", "INSERT INTO", "INSERT INTO"]
+    assert [h.operation.display for h in table.history()][:3] == ["INSERT OVERWRITE", "INSERT INTO", "INSERT INTO"]
 
 
 def test_a_write_with_the_wrong_schema_is_refused_and_leaves_nothing(spark: SparkSession, catalog: Catalog) -> None:
@@ -159,4 +159,4 @@ def test_a_whole_table_overwrite_writes_base_files_of_a_keyed_table(spark: Spark
     frame.write.format("acidtables").options(**options(catalog)).mode("overwrite").save("ds.base")
     table = catalog.table("ds.base")
     assert [f.kind for f in table.snapshot().files] == ["base"]
-    assert table.history()[0].operation == "INSERT OVERWRITE"
+    assert table.history()[0].operation.display == "INSERT OVERWRITE"

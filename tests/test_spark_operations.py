@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables import Catalog
+from acidtables.core import FileKind
 from acidtables.core.storage import txn_of_staging_dir
 from acidtables.errors import InvalidArgumentError
 from acidtables.spark import Prepared, SparkTable
@@ -196,7 +197,7 @@ def test_cluster_reorders_without_changing_data(spark: SparkSession, catalog: Ca
     info = t.cluster(by=["amount"])
     assert info.time_version is None  # type: ignore[union-attr]
     assert rows(t.read()) == before
-    assert t.table.history(limit=1)[0].operation == "CLUSTER"
+    assert t.table.history(limit=1)[0].operation.display == "CLUSTER"
 
 
 @flavours
@@ -341,10 +342,10 @@ def test_primary_key_table_reads_the_same_after_minor_and_major_compaction(
     expected = rows(t.read())
     t.compact("minor", target_file_bytes=1 << 20)
     assert rows(t.read()) == expected
-    assert any(f.kind == "delta" and f.lineage for f in t.table.snapshot().files)
+    assert any(f.kind is FileKind.CHANGES and f.lineage for f in t.table.snapshot().files)
     t.compact("major", target_file_bytes=1 << 20)
     assert rows(t.read()) == expected
-    assert all(f.kind == "base" for f in t.table.snapshot().files)
+    assert all(f.kind is FileKind.BASE for f in t.table.snapshot().files)
 
 
 def test_partition_filters_and_statistics_prune_files_before_spark_reads(spark: SparkSession, catalog: Catalog) -> None:

@@ -112,7 +112,7 @@ def test_changes_by_id_version_leave_out_compaction_unless_asked(catalog: Catalo
     d = insert_into(t, "p2").tx.commit()
     changes = t.changes(start_version=a.version, end_version=d.version)
     assert [ch.version for ch in changes] == [a.version, b.version, d.version]
-    assert all(ch.operation == "INSERT INTO" for ch in changes)
+    assert all(ch.operation.display == "INSERT INTO" for ch in changes)
     physical = t.changes(start_version=a.version, include_rewrites=True)
     assert [ch.version for ch in physical] == [a.version, b.version, c.version, d.version]
     assert len(physical[2].removed) == 2 and len(physical[2].added) == 1
@@ -343,7 +343,7 @@ def test_history_limit_reads_only_the_newest_entries(catalog: Catalog) -> None:
         insert_into(t, "p1").tx.commit()
     newest = t.history(limit=2)
     assert [h.version for h in newest] == [5, 4]
-    assert newest[0].rows_added == 2 and newest[0].files_added == 1 and newest[0].operation == "INSERT INTO"
+    assert newest[0].rows_added == 2 and newest[0].files_added == 1 and newest[0].operation.display == "INSERT INTO"
     assert live_tokens(t.snapshot(), "p1").total() == 10
 
 

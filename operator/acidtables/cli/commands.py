@@ -262,7 +262,7 @@ class HistoryResult:
             (
                 e.version,
                 e.time_version,
-                e.operation,
+                e.operation.display,
                 e.read_version,
                 e.retries,
                 e.files_added,

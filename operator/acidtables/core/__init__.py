@@ -26,7 +26,7 @@ from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
-from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, TableMetadata, to_datetime
+from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, Storage
@@ -58,6 +58,7 @@ __all__ = [
     "EmbeddedEtcd",
     "EtcdSettings",
     "Expr",
+    "FileKind",
     "HistoryEntry",
     "InvalidArgumentError",
     "Literal",

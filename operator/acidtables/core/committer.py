@@ -236,7 +236,7 @@ class _Committer:
                     time_version=None,
                     retries=0,
                     txn_id=intent.txn_id,
-                    operation=intent.operation.value,
+                    operation=intent.operation,
                     skipped=True,
                 )
         return None
@@ -295,7 +295,7 @@ class _Committer:
             time_version=to_datetime(record.time_version),
             retries=record.retries,
             txn_id=self.txn_id,
-            operation=record.operation.value,
+            operation=record.operation,
             files_added=len(record.adds),
             files_removed=len(record.removes),
             is_blind_append=record.blind_append,

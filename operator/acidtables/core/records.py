@@ -3,7 +3,9 @@
 A commit record holds everything the conflict policies need to judge it as a winning commit without
 re-reading data (conflict-rules §17), so rebasing stays a metadata-level operation. Records are immutable
 dataclasses; a rebase makes a new one with `dataclasses.replace`. The JSON form is the wire format in
-etcd, commit files and checkpoints; `from_json(to_json(x)) == x` for every record.
+etcd, commit files and checkpoints; `from_json(to_json(x)) == x` for every record, with one exception
+by design: a DataFile's `added_version` is not stored with the file but is the version of the record
+or checkpoint entry that holds it, which the reader passes to `DataFile.from_json`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from .expressions import ColumnBounds, Expr, Literal, expr_from_json
@@ -38,6 +41,18 @@ def partition_spec(partition: Mapping[str, Literal]) -> str | None:
     return ",".join(f"{k}={v}" for k, v in partition.items()) or None
 
 
+class FileKind(StrEnum):
+    """What a data file holds (design §4); stored in the log by value."""
+
+    #: rows of a table without a primary key
+    DATA = "data"
+    #: a primary-key table's changed rows, upserts and tombstones, merged on read by key (MaxCompute's
+    #: "delta files"; not to be confused with the delta conflict policy)
+    CHANGES = "changes"
+    #: a primary-key table's rows, one per key: what an overwrite or a major compaction writes
+    BASE = "base"
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One immutable data file as the log sees it."""
@@ -53,8 +68,7 @@ class DataFile:
     stats: Mapping[str, ColumnStats] = field(default_factory=dict)
     #: False for files a compaction or clustering wrote: same data, new layout (R5, D-15)
     data_change: bool = True
-    #: "data" (plain table), "delta" (primary-key delta file) or "base" (major-compacted base file)
-    kind: str = "data"
+    kind: FileKind = FileKind.DATA
     #: sorted row positions hidden by a deletion vector; None when the file has none
     deletion_vector: tuple[int, ...] | None = None
     #: for compaction outputs: the input paths it was written from (D-06)
@@ -64,7 +78,8 @@ class DataFile:
     ordered_lineage: bool = False
     #: the ID version that added this entry; set when the file is read from the log, None when staged
     added_version: int | None = None
-    #: anything a layer above core needs to keep with the file (never interpreted by core)
+    #: anything a layer above core keeps with the file, stored and never interpreted by core (the test
+    #: suite's row tokens live here: tests/jobs.py)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -96,8 +111,8 @@ class DataFile:
             out["stats"] = {k: [s.min, s.max, s.null_count] for k, s in self.stats.items()}
         if not self.data_change:
             out["data_change"] = False
-        if self.kind != "data":
-            out["kind"] = self.kind
+        if self.kind is not FileKind.DATA:
+            out["kind"] = self.kind.value
         if self.deletion_vector is not None:
             out["deletion_vector"] = list(self.deletion_vector)
         if self.lineage:
@@ -118,7 +133,7 @@ class DataFile:
             size_bytes=int(data.get("size_bytes", 0)),
             stats={k: ColumnStats(*v) for k, v in (data.get("stats") or {}).items()},
             data_change=bool(data.get("data_change", True)),
-            kind=data.get("kind", "data"),
+            kind=FileKind(data.get("kind", FileKind.DATA.value)),
             deletion_vector=tuple(dv) if dv is not None else None,
             lineage=tuple(data.get("lineage") or ()),
             ordered_lineage=bool(data.get("ordered_lineage", False)),
@@ -408,8 +423,9 @@ class CommitInfo:
     time_version: datetime | None
     #: how many times the commit was rebased onto concurrent commits before it landed
     retries: int
-    txn_id: str = ""
-    operation: str = ""
+    txn_id: str
+    #: what ran; `operation.display` spells it as history does ("INSERT INTO")
+    operation: Operation
     #: True when an idempotent write (app id, version) had already been applied, so nothing was written
     skipped: bool = False
     files_added: int = 0

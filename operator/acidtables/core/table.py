@@ -67,7 +67,8 @@ class HistoryEntry:
     #: commit time of a data change; None for compaction, clustering, metadata and creation
     time_version: datetime | None
     committed_at: datetime
-    operation: str
+    #: what ran; `operation.display` spells it for people ("INSERT INTO")
+    operation: Operation
     txn_id: str
     read_version: int
     retries: int
@@ -84,7 +85,7 @@ class HistoryEntry:
             "version": self.version,
             "time_version": self.time_version.isoformat() if self.time_version else None,
             "committed_at": self.committed_at.isoformat(),
-            "operation": self.operation,
+            "operation": self.operation.display,
             "txn_id": self.txn_id,
             "read_version": self.read_version,
             "retries": self.retries,
@@ -103,7 +104,7 @@ class Change:
 
     version: int
     time_version: datetime | None
-    operation: str
+    operation: Operation
     added: tuple[DataFile, ...]
     removed: tuple[DataFile, ...]
 
@@ -275,7 +276,7 @@ class Table:
                     version=r.version,
                     time_version=to_datetime(r.time_version),
                     committed_at=to_datetime(r.committed_at) or datetime.fromtimestamp(0, UTC),
-                    operation=r.operation.display,
+                    operation=r.operation,
                     txn_id=r.txn_id,
                     read_version=r.read_version,
                     retries=r.retries,
@@ -346,7 +347,7 @@ class Table:
                 continue
             if not (r.adds or r.removes):
                 continue
-            out.append(Change(r.version, to_datetime(r.time_version), r.operation.display, r.adds, r.removes))
+            out.append(Change(r.version, to_datetime(r.time_version), r.operation, r.adds, r.removes))
         return out
 
     def _check_one_schema(self, records: list[CommitRecord]) -> None:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from acidtables.core import HIVE_NULL, DataFile, InvalidArgumentError, Storage, TableMetadata
+from acidtables.core import HIVE_NULL, DataFile, FileKind, InvalidArgumentError, Storage, TableMetadata
 
 from .files import (
     FILE,
@@ -110,7 +110,7 @@ def merge_on_read(meta: TableMetadata, data: pa.Table) -> pa.Table:
 def read_rows(meta: TableMetadata, storage: Storage, files: Sequence[DataFile]) -> pa.Table:
     """What a reader sees of `files` (for a primary-key table: all files of one table partition)."""
     data = pa.concat_tables([read_file(meta, storage, f) for f in files])
-    if meta.primary_key and not all(f.kind == "base" for f in files):
+    if meta.primary_key and not all(f.kind is FileKind.BASE for f in files):
         data = merge_on_read(meta, data)
     return data.select([c.name for c in meta.columns]).cast(read_schema(meta))
 

@@ -26,6 +26,7 @@ from acidtables.core import (
     CommitInfo,
     ConcurrentModificationException,
     DataFile,
+    FileKind,
     InvalidArgumentError,
     Storage,
     Table,
@@ -62,11 +63,11 @@ def plan_groups(
         members.sort(key=lambda f: (f.added_version or 0, f.path))
         if meta.primary_key and kind == "major":
             # merge-on-read needs every file of the partition at once
-            if len(members) > 1 or any(f.kind != "base" for f in members):
+            if len(members) > 1 or any(f.kind is not FileKind.BASE for f in members):
                 groups.append(members)
             continue
         if meta.primary_key:
-            candidates = [f for f in members if f.kind == "delta" and f.size_bytes < target_file_bytes]
+            candidates = [f for f in members if f.kind is FileKind.CHANGES and f.size_bytes < target_file_bytes]
         elif kind == "major":
             candidates = members
         else:
@@ -105,14 +106,14 @@ def _stage_group(
         raw = read_files(spark, meta, storage, group, keep_helpers=True)
         raw = raw.withColumn(SEQ_COLUMN, F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)))
         rows = _ordered(raw, storage, group).select(*columns, OP_COLUMN, SEQ_COLUMN)
-        outputs = write_staged(rows, tx, kind="delta", lineage=lineage, ordered_lineage=True)
+        outputs = write_staged(rows, tx, kind=FileKind.CHANGES, lineage=lineage, ordered_lineage=True)
     else:
         live = read_snapshot_rows(spark, meta, storage, group, keep_helpers=True)
         rows = live.select(
             *columns, F.lit(UPSERT).alias(OP_COLUMN), F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)).alias(SEQ_COLUMN)
         )
         count = max(1, math.ceil(sum(f.size_bytes for f in group) / target_file_bytes))
-        outputs = write_staged(rows.repartition(count), tx, kind="base", lineage=lineage)
+        outputs = write_staged(rows.repartition(count), tx, kind=FileKind.BASE, lineage=lineage)
     tx.remove_files(group)
     tx.add_files(outputs)
 
@@ -238,10 +239,10 @@ def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str 
                 F.lit(UPSERT).alias(OP_COLUMN),
                 F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)).alias(SEQ_COLUMN),
             )
-            kind = "base"
+            kind = FileKind.BASE
         else:
             rows = read_files(spark, meta, storage, files).select(*columns)
-            kind = "data"
+            kind = FileKind.DATA
         rows = rows.repartitionByRange(count, *keys).sortWithinPartitions(*keys)
         outputs = write_staged(rows, tx, kind=kind, lineage=[f.path for f in files])
         tx.remove_files(files)

@@ -23,6 +23,7 @@ from acidtables.core import (
     HIVE_NULL,
     ColumnStats,
     DataFile,
+    FileKind,
     InvalidArgumentError,
     Storage,
     TableMetadata,
@@ -78,7 +79,7 @@ def write_staged(
     df: DataFrame,
     tx: Transaction,
     *,
-    kind: str = "data",
+    kind: FileKind = FileKind.DATA,
     lineage: Sequence[str] = (),
     ordered_lineage: bool = False,
 ) -> list[DataFile]:
@@ -138,12 +139,12 @@ _CHECK_FAILED = re.compile(re.escape(_CHECK) + r"(.*?)(?:\. SQLSTATE|SQLSTATE|\n
 _COMPLEX = ("ARRAY", "MAP", "STRUCT")
 
 
-def file_kind(meta: TableMetadata, *, overwrite: bool) -> str:
+def file_kind(meta: TableMetadata, *, overwrite: bool) -> FileKind:
     """What a write's files are: plain data, or in a primary-key table upserts to merge on read (and an
     overwrite's rows, one per key, a base)."""
     if not meta.primary_key:
-        return "data"
-    return "base" if overwrite else "delta"
+        return FileKind.DATA
+    return FileKind.BASE if overwrite else FileKind.CHANGES
 
 
 def too_long_message(meta: TableMetadata, column: str, size: int) -> str | None:

@@ -19,7 +19,15 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables.core import Column as Column_
-from acidtables.core import CommitInfo, InvalidArgumentError, Table, TableMetadata, Transaction, parse_target_predicate
+from acidtables.core import (
+    CommitInfo,
+    FileKind,
+    InvalidArgumentError,
+    Table,
+    TableMetadata,
+    Transaction,
+    parse_target_predicate,
+)
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .modify import holds
@@ -255,7 +263,7 @@ def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Col
             )
         out = _union(frames)
         if out is not None:
-            tx.add_files(write_staged(out.withColumn(SEQ_COLUMN, F.lit(None).cast("long")), tx, kind="delta"))
+            tx.add_files(write_staged(out.withColumn(SEQ_COLUMN, F.lit(None).cast("long")), tx, kind=FileKind.CHANGES))
         return Prepared(tx, summary)
     snapshot_files = files_by_key(tx.storage, tx.snapshot.files)
     if meta.row_level_concurrency:

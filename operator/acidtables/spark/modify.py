@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core import InvalidArgumentError, Table, TableMetadata, Transaction
+from acidtables.core import FileKind, InvalidArgumentError, Table, TableMetadata, Transaction
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing
@@ -129,7 +129,7 @@ def _merge_on_read(
     else:
         out = live.select(*assigned(meta, assignments)).withColumn(OP_COLUMN, F.lit(UPSERT))
     out = out.withColumn(SEQ_COLUMN, F.lit(None).cast("long"))
-    files_written = write_staged(out, tx, kind="delta")
+    files_written = write_staged(out, tx, kind=FileKind.CHANGES)
     tx.add_files(files_written)
     return {"rows_matched": sum(f.rows for f in files_written)}
 

@@ -145,7 +145,7 @@ def history(spark: SparkSession, table: Table, limit: int | None = None) -> Data
             h.version,
             h.time_version,
             h.committed_at,
-            h.operation,
+            h.operation.display,
             h.txn_id,
             h.read_version,
             h.retries,

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acidtables.core import HIVE_NULL, STAGING_LEVELS, AcidTablesError, DataFile, Storage, TableMetadata
+from acidtables.core import HIVE_NULL, STAGING_LEVELS, AcidTablesError, DataFile, FileKind, Storage, TableMetadata
 
 from .files import FILE, ROW, VERSION, file_key, without_file_scheme
 from .schema import (
@@ -212,11 +212,11 @@ def read_snapshot_rows(
     (major-compacted: one live row per key), where the window is skipped."""
     if not meta.primary_key:
         return read_files(spark, meta, storage, files, keep_helpers=keep_helpers)
-    if all(f.kind == "base" for f in files) and not keep_helpers:
+    if all(f.kind is FileKind.BASE for f in files) and not keep_helpers:
         # major-compacted: one live row per key already, so no merge and no helper columns
         return read_files(spark, meta, storage, files)
     raw = read_files(spark, meta, storage, files, keep_helpers=True)
-    live = raw if all(f.kind == "base" for f in files) else merge_on_read(raw, meta)
+    live = raw if all(f.kind is FileKind.BASE for f in files) else merge_on_read(raw, meta)
     if keep_helpers:
         return live
     return live.select(*[c.name for c in meta.columns])

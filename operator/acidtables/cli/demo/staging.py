@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from acidtables.core import DataFile, Operation, Transaction
+from acidtables.core import DataFile, FileKind, Operation, Transaction
 
 from .scenarios import Job
 
@@ -34,7 +34,7 @@ class FileStager:
         payload = sink.getvalue().to_pybytes()
         storage.write_exclusive(path, payload)  # a staged file is never overwritten (design §2)
         if txn.metadata.primary_key and "kind" not in file_fields:
-            file_fields["kind"] = "delta"  # primary-key tables are merge-on-read (design §4)
+            file_fields["kind"] = FileKind.CHANGES  # primary-key tables are merge-on-read (design §4)
         return DataFile(
             path=path, partition={"dt": partition}, rows=rows.num_rows, size_bytes=len(payload), **file_fields
         )

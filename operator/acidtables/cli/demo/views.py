@@ -246,7 +246,7 @@ def time_travel(target: Table, since_version: int) -> TimeTravel:
         ChangeView(
             c.version,
             c.time_version,
-            c.operation,
+            c.operation.display,
             len(c.added),
             len(c.removed),
             sum(f.live_rows for f in c.added),
@@ -256,7 +256,7 @@ def time_travel(target: Table, since_version: int) -> TimeTravel:
     )
     changed = {c.version for c in changes}
     left_out = tuple(
-        (h.version, h.operation)
+        (h.version, h.operation.display)
         for h in reversed(target.history())
         if h.version > since_version and h.version not in changed
     )

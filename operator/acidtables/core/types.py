@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidArgumentError
+from .errors import AcidTablesError, InvalidArgumentError
 
 #: the primitive types, as Spark SQL names them (with its synonyms)
 PRIMITIVE_TYPES = (
@@ -41,8 +41,8 @@ SUPPORTED = (
 _TOKEN = re.compile(r"\s*(?:(?P<word>`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)|(?P<number>\d+)|(?P<punct>[<>(),:]))")
 
 
-class _Unsupported(Exception):
-    pass
+class _Unsupported(AcidTablesError):
+    """Control flow inside this module: the text uses something outside the subset (never escapes)."""
 
 
 class _Parser:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..errors import AcidTablesError
 from .tree import COMPARISONS, And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
 
 _TOKEN = re.compile(
@@ -48,8 +49,8 @@ def tokenize(text: str) -> list[Token]:
         pos = match.end()
 
 
-class _Unsupported(Exception):
-    pass
+class _Unsupported(AcidTablesError):
+    """Control flow inside this module: the text uses something outside the subset (never escapes)."""
 
 
 class _Parser:

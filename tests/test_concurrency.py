@@ -13,11 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.operations import REWRITES
-from helpers.tables import (
+from tests.helpers.tables import (
     CatalogSpec,
     committed_records,
     etcd_client,
@@ -25,7 +21,23 @@ from helpers.tables import (
     log_versions,
     replay_violations,
 )
-from helpers.workers import MIX, WorkerResult, WorkerSpec, blind_appends, conflict_counts, mixed_operations, run_workers
+from tests.helpers.timers import SkippingTimer
+from tests.helpers.workers import (
+    MIX,
+    WorkerResult,
+    WorkerSpec,
+    blind_appends,
+    conflict_counts,
+    mixed_operations,
+    run_workers,
+)
+from tests.jobs import stage
+
+from acidtables import Catalog, Table
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.etcd import Coordinator
+from acidtables.core.operations import REWRITES
+from acidtables.core.services import Services
 
 APPEND_WORKERS = 8
 APPENDS_PER_WORKER = 200
@@ -141,3 +153,20 @@ def test_mixed_concurrent_operations_replay_serially_to_every_snapshot(
     results = run_workers(mixed_operations, specs, timeout_seconds=120)
 
     _check_mixed_run(table, reader, spec, etcd_server, results)
+
+
+def test_a_lost_compare_and_swap_pauses_within_the_backoff_and_then_rebases(catalog: Catalog) -> None:
+    """The commit loop's pause goes through the injected timer: bounded by the first backoff step, and
+    taken once per lost compare-and-swap."""
+    timer = SkippingTimer()
+    settings = catalog.settings
+    services = Services(settings, Coordinator(settings.etcd, timer=timer), timer=timer)
+    with Catalog(settings, services=services) as timed:
+        table = timed.create_table("ns.backoff", schema="id BIGINT")
+        earlier, later = table.begin("insert_into"), table.begin("insert_into")
+        earlier.add_files([stage(earlier, None)])
+        later.add_files([stage(later, None)])
+        earlier.commit()
+        info = later.commit()
+    assert info.retries == 1
+    assert len(timer.pauses) == 1 and 0 <= timer.pauses[0] <= settings.commit.backoff_seconds

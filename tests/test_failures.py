@@ -12,28 +12,16 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-from acidtables import Catalog, CommitInfo, Table
-from acidtables.core.embedded import EmbeddedEtcd, free_port
-from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.waiting import wait_for
-from acidtables.errors import (
-    CommitOutcomeUnknown,
-    ConfigurationError,
-    CoordinatorUnavailable,
-    TransactionClosedError,
-)
-from helpers.crash_writer import LEASE_TTL_SECONDS
-from helpers.processes import LineReader, kill_and_reap
-from helpers.proxy import HoldingProxy
-from helpers.servers import enable_auth, make_tls_files
-from helpers.tables import (
+from tests.helpers.crash_writer import LEASE_TTL_SECONDS
+from tests.helpers.processes import LineReader, kill_and_reap
+from tests.helpers.proxy import HoldingProxy
+from tests.helpers.servers import enable_auth, make_tls_files
+from tests.helpers.tables import (
     CatalogSpec,
     committed_records,
     etcd_client,
@@ -42,6 +30,20 @@ from helpers.tables import (
     log_versions,
     txn_version,
     write_part,
+)
+from tests.helpers.timers import SkippingTimer
+
+from acidtables import Catalog, CommitInfo, Table
+from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.etcd import Coordinator
+from acidtables.core.services import Services
+from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.core.waiting import wait_for
+from acidtables.errors import (
+    CommitOutcomeUnknown,
+    ConfigurationError,
+    CoordinatorUnavailable,
+    TransactionClosedError,
 )
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -269,55 +271,61 @@ def test_etcd_killed_and_restarted_mid_run_loses_no_committed_version(
 UNAVAILABLE_TIMEOUT_SECONDS = 1.5
 
 
-def _unreachable_catalog(tmp_path: Path, endpoint: str, prefix: str = "/acidtables-test/unreachable") -> Catalog:
+def _unreachable_catalog(
+    tmp_path: Path, endpoint: str, prefix: str = "/acidtables-test/unreachable", timer: SkippingTimer | None = None
+) -> Catalog:
     etcd = EtcdSettings((endpoint,), prefix=prefix, unavailable_timeout_seconds=UNAVAILABLE_TIMEOUT_SECONDS)
-    return Catalog(Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse")))
+    settings = Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse"))
+    if timer is None:
+        return Catalog(settings)
+    return Catalog(settings, services=Services(settings, Coordinator(etcd, timer=timer), timer=timer))
 
 
 @pytest.mark.parametrize("call", ["create_table", "table", "begin"])
 def test_unreachable_etcd_raises_coordinator_unavailable_within_bounded_time(
     call: str, tmp_path: Path, catalog: Catalog, etcd_server: EmbeddedEtcd, etcd_prefix: str
 ) -> None:
+    timer = SkippingTimer()
     if call == "begin":
         # a table handle taken while etcd answered, then etcd's port closes under it
         existing = catalog.create_table("ns.gone", schema=SCHEMA)
         with HoldingProxy(etcd_server.host, etcd_server.client_port) as proxy:
             endpoint = proxy.endpoint
-            unreachable = _unreachable_catalog(tmp_path, endpoint, etcd_prefix)
+            unreachable = _unreachable_catalog(tmp_path, endpoint, etcd_prefix, timer)
             handle = unreachable.table(existing.name)
     else:
         endpoint = f"http://127.0.0.1:{free_port()}"
-        unreachable = _unreachable_catalog(tmp_path, endpoint)
+        unreachable = _unreachable_catalog(tmp_path, endpoint, timer=timer)
     actions: dict[str, Callable[[], object]] = {
         "create_table": lambda: unreachable.create_table("ns.t", schema=SCHEMA),
         "table": lambda: unreachable.table("ns.t"),
         "begin": lambda: handle.begin("insert_into"),
     }
     try:
-        started = time.monotonic()
         with pytest.raises(CoordinatorUnavailable) as excinfo:
             actions[call]()
-        elapsed = time.monotonic() - started
     finally:
         unreachable.close()
 
-    assert elapsed < 10
+    # bounded: the loop gives up at its deadline and never pauses past it (each request has its own)
+    assert timer.paused <= UNAVAILABLE_TIMEOUT_SECONDS
     assert endpoint in str(excinfo.value)
     assert "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS" in str(excinfo.value)
 
 
 def test_unreachable_etcd_is_retried_for_the_whole_unavailable_timeout(tmp_path: Path) -> None:
-    unreachable = _unreachable_catalog(tmp_path, f"http://127.0.0.1:{free_port()}")
+    timer = SkippingTimer()
+    unreachable = _unreachable_catalog(tmp_path, f"http://127.0.0.1:{free_port()}", timer=timer)
     try:
-        started = time.monotonic()
         with pytest.raises(CoordinatorUnavailable):
             unreachable.table("ns.t")
-        elapsed = time.monotonic() - started
     finally:
         unreachable.close()
 
-    # an etcd that comes back within the configured time must be waited for, as the message promises
-    assert elapsed >= UNAVAILABLE_TIMEOUT_SECONDS * 0.95
+    # an etcd that comes back within the configured time must be waited for, as the message promises:
+    # refused connections fail at once, so nearly all of the timeout is pauses, doubling from 50 ms
+    assert timer.pauses[:3] == pytest.approx([0.05, 0.1, 0.2])
+    assert timer.paused == pytest.approx(UNAVAILABLE_TIMEOUT_SECONDS, abs=0.25)
 
 
 # --- 4. the commit's answer is lost ----------------------------------------------------------------
@@ -544,12 +552,20 @@ def test_transaction_used_after_commit_raises_transaction_closed(method: str, ta
 
 
 def _tls_catalog(
-    endpoint: str, etcd_prefix: str, tmp_path: Path, ca_file: str | None, unavailable_seconds: float = 3.0
+    endpoint: str,
+    etcd_prefix: str,
+    tmp_path: Path,
+    ca_file: str | None,
+    unavailable_seconds: float = 3.0,
+    timer: SkippingTimer | None = None,
 ) -> Catalog:
     etcd = EtcdSettings(
         (endpoint,), prefix=etcd_prefix, ca_file=ca_file, unavailable_timeout_seconds=unavailable_seconds
     )
-    return Catalog(Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse")))
+    settings = Settings(etcd=etcd, warehouse=str(tmp_path / "warehouse"))
+    if timer is None:
+        return Catalog(settings)
+    return Catalog(settings, services=Services(settings, Coordinator(etcd, timer=timer), timer=timer))
 
 
 def test_https_against_a_plaintext_etcd_names_the_endpoint_and_the_tls_cause(
@@ -557,14 +573,14 @@ def test_https_against_a_plaintext_etcd_names_the_endpoint_and_the_tls_cause(
 ) -> None:
     _, ca_file = tls_etcd
     endpoint = etcd_server.endpoint.replace("http://", "https://")
-    started = time.monotonic()
+    timer = SkippingTimer()
     with (
-        _tls_catalog(endpoint, etcd_prefix, tmp_path, str(ca_file), unavailable_seconds=20.0) as catalog,
+        _tls_catalog(endpoint, etcd_prefix, tmp_path, str(ca_file), unavailable_seconds=20.0, timer=timer) as catalog,
         pytest.raises(ConfigurationError, match="TLS with etcd at") as caught,
     ):
         catalog.list_tables()
     assert endpoint in str(caught.value) and "is etcd serving TLS" in str(caught.value)
-    assert time.monotonic() - started < 15  # told at once, not after the 20 s unavailable deadline
+    assert timer.paused < 1  # told at once, not after the 20 s unavailable deadline
 
 
 def test_plain_http_against_a_tls_etcd_names_the_endpoint(

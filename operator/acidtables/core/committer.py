@@ -153,7 +153,7 @@ class _Committer:
                 delay,
             )
             if delay > 0:
-                time.sleep(delay)
+                self.services.timer.sleep(delay)
                 # Commits landed while we slept: rebase onto them now, so the next compare-and-swap
                 # compares a fresh head instead of losing to everything that happened during the sleep.
                 landed = self._absorb(self.services.coordinator.read_head_and_log(self.table_id, self.base_version))

@@ -42,6 +42,7 @@ from .errors import (
     CorruptMetadataError,
 )
 from .settings import EtcdSettings
+from .waiting import SYSTEM_TIMER, Timer
 
 logger = logging.getLogger(__name__)
 
@@ -152,8 +153,9 @@ class CasResult:
 class Coordinator:
     """A connection to etcd for one catalog. Thread-safe; one per process is enough."""
 
-    def __init__(self, settings: EtcdSettings) -> None:
+    def __init__(self, settings: EtcdSettings, *, timer: Timer = SYSTEM_TIMER) -> None:
         self.settings = settings
+        self.timer = timer
         self.prefix = settings.prefix
         # re-entrant: granting the process lease goes through `client`, which takes the lock too
         self._lock = threading.RLock()
@@ -233,7 +235,7 @@ class Coordinator:
 
         Anything else etcd says (a refused login, a request too large) is final and raised at once.
         """
-        deadline = time.monotonic() + self.settings.unavailable_timeout_seconds
+        deadline = self.timer.now() + self.settings.unavailable_timeout_seconds
         delay = 0.05
         relogged = False
         tls_failures = 0
@@ -267,7 +269,7 @@ class Coordinator:
                     )
                 ) from error
             self._reset_client()
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.timer.now()
             if remaining <= 0:
                 raise CoordinatorUnavailable(
                     f"etcd at {', '.join(self.settings.endpoints)} did not answer {what} within "
@@ -275,7 +277,7 @@ class Coordinator:
                     "etcd is running and reachable; ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS sets how long to wait."
                 ) from error
             logger.info("etcd unreachable during %s (%s); retrying in %.2f s", what, error, min(delay, remaining))
-            time.sleep(min(delay, remaining))
+            self.timer.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
 
     def _refused(self, what: str, exc: grpc.RpcError) -> AcidTablesError:

@@ -22,6 +22,7 @@ from .records import CommitRecord
 from .settings import Settings
 from .snapshot import Snapshot, SnapshotBuilder
 from .storage import Storage
+from .waiting import SYSTEM_TIMER, Timer
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +41,13 @@ class Services:
         *,
         clock: Clock = wall_clock_us,
         rng: random.Random | None = None,
+        timer: Timer = SYSTEM_TIMER,
     ) -> None:
         self.settings = settings
         self.coordinator = coordinator
         self.clock = clock
+        #: the commit loop's pauses between attempts (injectable: tests assert on the pauses, not on time)
+        self.timer = timer
         self.rng = rng or random.Random()
         self._storages: dict[str, Storage] = {}
         self.snapshots = SnapshotCache(self)

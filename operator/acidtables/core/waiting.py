@@ -10,8 +10,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-__all__ = ["wait_for"]
+__all__ = ["SYSTEM_TIMER", "SystemTimer", "Timer", "wait_for"]
+
+
+class Timer(Protocol):
+    """How the retry loops (the commit's backoff, etcd's unavailable deadline) read time and pause.
+
+    Injected, so a test can run a loop to its deadline in no time and assert on the pauses it asked
+    for instead of on the wall clock."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic clock."""
+        ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemTimer:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_TIMER: Timer = SystemTimer()
 
 
 def wait_for(

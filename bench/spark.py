@@ -36,9 +36,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables import Catalog, Table
+from acidtables.core import HIVE_NULL
 from acidtables.core.records import CommitInfo, DataFile, FileKind
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
-from acidtables.spark.files import HIVE_NULL, footer
+from acidtables.spark.files import footer
 from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file_struct, typed_partition_value
 
 from .core import Env, bench_env, log
@@ -362,7 +363,7 @@ def bench_update(bench: Bench, data: DataFrame) -> None:
 # --- small_files: 500 small inserts, a full read, major compaction, the read again ---------------------
 
 
-def _describe(table: Table, relative_dir: str, kind: str) -> list[DataFile]:
+def _describe(table: Table, relative_dir: str, kind: FileKind) -> list[DataFile]:
     """The files Spark wrote under `relative_dir`, described for the log as `write_staged` does it:
     partition values from the Hive-style path, rows and statistics from the Parquet footer."""
     storage = table.storage

@@ -44,26 +44,26 @@ def make(spark: SparkSession, catalog: Catalog, unpartitioned: bool = False, **k
 
 
 def ins(rows_: list[tuple[int, str, float]]) -> Job:
-    return lambda t: t.insert_into(t.spark.createDataFrame(rows_, SCHEMA), commit=False)  # type: ignore[return-value]
+    return lambda t: t.insert_into(t.spark.createDataFrame(rows_, SCHEMA), commit=False)
 
 
 def overwrite(dt: str, rows_: list[tuple[int, float]]) -> Job:
-    return lambda t: t.insert_overwrite(  # type: ignore[return-value]
+    return lambda t: t.insert_overwrite(
         t.spark.createDataFrame(rows_, "id BIGINT, amount DOUBLE"), partition={"dt": dt}, commit=False
     )
 
 
 def upd(where: str, value: str = "amount + 100") -> Job:
-    return lambda t: t.update(where, {"amount": value}, commit=False)  # type: ignore[return-value]
+    return lambda t: t.update(where, {"amount": value}, commit=False)
 
 
 def dele(where: str) -> Job:
-    return lambda t: t.delete(where, commit=False)  # type: ignore[return-value]
+    return lambda t: t.delete(where, commit=False)
 
 
 def comp(kind: str, dt: str | None = None) -> Job:
     where = f"dt = '{dt}'" if dt else None
-    return lambda t: t.compact(kind, where=where, target_file_bytes=1 << 20, commit=False)  # type: ignore[return-value]
+    return lambda t: t.compact(kind, where=where, target_file_bytes=1 << 20, commit=False)
 
 
 def run(t: SparkTable, earlier: Job, later: Job) -> tuple[ConcurrentModificationException | None, int]:

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.helpers.tables import etcd_client, staged_parquet
@@ -36,7 +37,7 @@ def commit_rows(table: Table, count: int = 1) -> None:
 
 
 @pytest.fixture
-def raw(etcd_server: EmbeddedEtcd) -> object:
+def raw(etcd_server: EmbeddedEtcd) -> Any:
     host, port = etcd_server.endpoint.removeprefix("http://").split(":")
     return etcd_client(host, int(port))
 
@@ -46,10 +47,10 @@ def fresh(catalog: Catalog) -> Catalog:
     return Catalog(catalog.settings)
 
 
-def damage_key(raw: object, key: str, how: str) -> None:
-    value, _ = raw.get(key)  # type: ignore[attr-defined]
+def damage_key(raw: Any, key: str, how: str) -> None:
+    value, _ = raw.get(key)
     assert value is not None, f"no key {key}"
-    raw.put(key, DAMAGE[how](value))  # type: ignore[attr-defined]
+    raw.put(key, DAMAGE[how](value))
 
 
 def key_of(catalog: Catalog, table: Table, *parts: str) -> str:
@@ -73,7 +74,7 @@ def tables(catalog: Catalog) -> Table:
 @pytest.mark.parametrize("how", DAMAGE)
 @pytest.mark.parametrize("part", ["head", "log"])
 def test_a_damaged_head_or_log_entry_is_named_and_takes_no_commit(
-    catalog: Catalog, tables: Table, raw: object, how: str, part: str
+    catalog: Catalog, tables: Table, raw: Any, how: str, part: str
 ) -> None:
     key = key_of(catalog, tables, "head") if part == "head" else key_of(catalog, tables, "log", f"{2:020d}")
     damage_key(raw, key, how)
@@ -92,21 +93,21 @@ def test_a_damaged_head_or_log_entry_is_named_and_takes_no_commit(
 
 @pytest.mark.parametrize("how", DAMAGE)
 def test_a_commit_begun_before_the_head_was_damaged_writes_nothing_on_top(
-    catalog: Catalog, tables: Table, raw: object, how: str
+    catalog: Catalog, tables: Table, raw: Any, how: str
 ) -> None:
     tx = tables.begin("insert_into")
     tx.add_files([staged_parquet(tx, {"dt": "a"})])
     key = key_of(catalog, tables, "head")
     damage_key(raw, key, how)
-    damaged_value, _ = raw.get(key)  # type: ignore[attr-defined]
+    damaged_value, _ = raw.get(key)
     with pytest.raises(CorruptMetadataError, match="was not committed"):
         tx.commit()
-    assert raw.get(key)[0] == damaged_value  # type: ignore[attr-defined]
+    assert raw.get(key)[0] == damaged_value
 
 
 @pytest.mark.parametrize("how", DAMAGE)
 def test_a_damaged_catalog_entry_is_named_and_listed_as_damaged(
-    catalog: Catalog, tables: Table, raw: object, how: str
+    catalog: Catalog, tables: Table, raw: Any, how: str
 ) -> None:
     damage_key(raw, f"{catalog.settings.etcd.prefix}/catalog/sales/orders", how)
     with pytest.raises(CorruptMetadataError, match=r"sales\.orders") as caught:
@@ -119,10 +120,10 @@ def test_a_damaged_catalog_entry_is_named_and_listed_as_damaged(
 
 
 @pytest.mark.parametrize("how", DAMAGE)
-def test_a_damaged_time_index_entry_is_named(catalog: Catalog, tables: Table, raw: object, how: str) -> None:
-    *_, (_, meta) = list(raw.get_prefix(key_of(catalog, tables, "times", "")))  # type: ignore[attr-defined]
+def test_a_damaged_time_index_entry_is_named(catalog: Catalog, tables: Table, raw: Any, how: str) -> None:
+    *_, (_, meta) = list(raw.get_prefix(key_of(catalog, tables, "times", "")))
     key = meta.key.decode()  # the newest data commit's entry, which "as of now" reads
-    raw.put(key, DAMAGE[how](b"3") if how != "truncated" else b"")  # type: ignore[attr-defined]
+    raw.put(key, DAMAGE[how](b"3") if how != "truncated" else b"")
     with pytest.raises(CorruptMetadataError) as caught:
         tables.version_at("2099-01-01")
     assert "times" in caught.value.key and caught.value.table == "sales.orders"
@@ -131,7 +132,7 @@ def test_a_damaged_time_index_entry_is_named(catalog: Catalog, tables: Table, ra
 
 @pytest.mark.parametrize("how", [*DAMAGE, "checksum"])
 def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_is_read(
-    catalog: Catalog, raw: object, how: str, caplog: pytest.LogCaptureFixture
+    catalog: Catalog, raw: Any, how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = catalog.settings
     writer = Catalog(
@@ -173,10 +174,10 @@ def test_a_damaged_commit_file_is_named(catalog: Catalog, how: str) -> None:
     small.close()
 
 
-def test_cleanup_reports_a_missing_log_entry_instead_of_crashing(catalog: Catalog, tables: Table, raw: object) -> None:
+def test_cleanup_reports_a_missing_log_entry_instead_of_crashing(catalog: Catalog, tables: Table, raw: Any) -> None:
     history = tables.history()
     lost = next(h for h in history if h.version == 2)
-    raw.delete(key_of(catalog, tables, "log", f"{2:020d}"))  # type: ignore[attr-defined]
+    raw.delete(key_of(catalog, tables, "log", f"{2:020d}"))
     report = tables.cleanup(grace_seconds=0)
     assert [path for path, _ in report.kept_damaged] == [f"data/_acid_txn={lost.txn_id}"]
     assert "missing" in report.kept_damaged[0][1]

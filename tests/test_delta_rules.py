@@ -11,6 +11,7 @@ written here from §8.1 and §13.1, not derived from the code under test.
 from __future__ import annotations
 
 import itertools
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from tests.jobs import assert_invariants, live_tokens, stage, tokens_of, with_deletion_vector
 
-from acidtables import Catalog, Table
+from acidtables import Catalog, Table, Transaction
 from acidtables.core.records import DataFile
 from acidtables.errors import (
     ConcurrentAppendException,
@@ -36,7 +37,7 @@ _n = itertools.count()
 
 @dataclass
 class DeltaJob:
-    tx: object
+    tx: Transaction
     name: str
     removed: Counter[str]
     added: Counter[str]
@@ -117,36 +118,39 @@ def optimize(table: Table, op: str = "minor_compact", partition: str = "p1") -> 
     for f in inputs:
         hidden = set(f.deletion_vector or ())
         tokens += [t for i, t in enumerate(tokens_of(f)) if i not in hidden]
-    ids = [int(f.stats["id"].min) for f in inputs] + [int(f.stats["id"].max) for f in inputs]  # type: ignore[arg-type]
+    ids = [int(str(f.stats["id"].min)) for f in inputs] + [int(str(f.stats["id"].max)) for f in inputs]
     out = stage(tx, p, tokens=tokens, ids=ids, lineage=[f.path for f in inputs], ordered=True)
     tx.add_files([out])
     return DeltaJob(tx, "OPTIMIZE" if op != "cluster" else "OPTIMIZE ZORDER", Counter(), Counter())
 
 
-def job(table: Table, kind: str, **kw: object) -> DeltaJob:
+def job(table: Table, kind: str, *, row_id: int | None = None, partition: str = "p1") -> DeltaJob:
+    """A job of a §8.1 class; `row_id` picks the row an INS adds or an UPD/DEL/MRG modifies."""
     if kind == "INS":
-        return ins(table, **kw)  # type: ignore[arg-type]
+        return ins(table, 100 if row_id is None else row_id, partition)
     if kind in ("UPD", "DEL", "MRG"):
-        return modify(table, {"UPD": "update", "DEL": "delete", "MRG": "merge"}[kind], **kw)  # type: ignore[arg-type]
+        return modify(
+            table, {"UPD": "update", "DEL": "delete", "MRG": "merge"}[kind], 2 if row_id is None else row_id, partition
+        )
     if kind == "OPT":
-        return optimize(table, **kw)  # type: ignore[arg-type]
+        return optimize(table, partition=partition)
     if kind == "OPTZ":
-        return optimize(table, "cluster", **kw)  # type: ignore[arg-type]
+        return optimize(table, "cluster", partition=partition)
     raise ValueError(kind)
 
 
 def run(table: Table, earlier: DeltaJob, later: DeltaJob, expected: type[Exception] | None) -> None:
     base = live_tokens(table.snapshot())
-    won = earlier.tx.commit()  # type: ignore[attr-defined]
+    won = earlier.tx.commit()
     after_e = base - earlier.removed + earlier.added
     if expected is None:
-        info = later.tx.commit()  # type: ignore[attr-defined]
+        info = later.tx.commit()
         assert (info.version, info.retries) == (won.version + 1, 1)
         assert live_tokens(table.snapshot()) == after_e - later.removed + later.added
         assert_invariants(table)
     else:
         with pytest.raises(ConcurrentModificationException) as caught:
-            later.tx.commit()  # type: ignore[attr-defined]
+            later.tx.commit()
         assert type(caught.value) is expected, f"raised {type(caught.value).__name__}: {caught.value}"
         assert caught.value.winning_version == won.version
         assert live_tokens(table.snapshot()) == after_e
@@ -228,8 +232,8 @@ def test_with_row_level_concurrency(
 ) -> None:
     table = make_table(catalog, "rlc", level)
     seed(table)
-    e = job(table, earlier, **({k: v for k, v in e_kw.items() if earlier != "OPT"}))
-    lj = job(table, later, **l_kw)
+    e = job(table, earlier, row_id=None if earlier == "OPT" else e_kw.get("row_id"))
+    lj = job(table, later, row_id=l_kw.get("row_id"))
     run(table, e, lj, expected)
 
 
@@ -275,7 +279,7 @@ def _cell(matrix: list[tuple[str, str, str, str]], earlier: str, later: str, lev
 def test_the_cases_above_are_the_recovered_matrices() -> None:
     """Every case's expectation agrees with the literal §8.1 tables: a "cannot" pair never fails, and a
     pair that can conflict fails in at least one of its two orders."""
-    outcomes: dict[tuple[str, str, frozenset[str], str], list[bool]] = {}
+    outcomes: dict[tuple[str, str, frozenset[str], bool], list[bool]] = {}
     for case in without_rlc_cases():
         setting, level, earlier, later, expected = case.values
         zorder = "OPTZ" in (earlier, later)
@@ -285,16 +289,16 @@ def test_the_cases_above_are_the_recovered_matrices() -> None:
             zorder=zorder,
             same_row=True,
         )
-        outcomes.setdefault((setting, level, frozenset((earlier, later)), str(can)), []).append(expected is not None)
+        outcomes.setdefault((setting, level, frozenset((earlier, later)), can), []).append(expected is not None)
     for case in rlc_cases():
         level, earlier, later, e_kw, l_kw, expected = case.values
         same_row = earlier == "OPT" or e_kw.get("row_id") == l_kw.get("row_id")
         zorder = "OPTZ" in (earlier, later)
         can = _can_conflict(_cell(WITH_RLC_MATRIX, earlier, later, level), dv=True, zorder=zorder, same_row=same_row)
         pair = frozenset((earlier, later, str(e_kw.get("row_id")), str(l_kw.get("row_id"))))
-        outcomes.setdefault(("rlc", level, pair, str(can)), []).append(expected is not None)
-    for (setting, level, pair, can), failures in outcomes.items():
-        if can == "False":
+        outcomes.setdefault(("rlc", level, pair, can), []).append(expected is not None)
+    for (setting, level, pair, can_conflict), failures in outcomes.items():
+        if not can_conflict:
             assert not any(failures), (setting, level, sorted(pair), "the matrix says cannot conflict")
         else:
             assert any(failures), (setting, level, sorted(pair), "the matrix says can conflict")
@@ -317,7 +321,7 @@ def test_two_merges_inserting_the_same_new_key_conflict(catalog: Catalog, level:
     second = table.begin("merge")
     second.scan("id IN (3, 202)")
     second.add_files([stage(second, None, ids=[202])])
-    first.tx.commit()  # type: ignore[attr-defined]
+    first.tx.commit()
     with pytest.raises(ConcurrentAppendException):
         second.commit()
 
@@ -327,10 +331,10 @@ def test_update_after_optimize_moves_its_deletion_vector_onto_the_output_row(cat
     table = make_table(catalog, "rlc", WS)
     seed(table)
     first = modify(table, "delete", row_id=1)
-    first.tx.commit()  # type: ignore[attr-defined]
+    first.tx.commit()
     opt, upd = optimize(table), modify(table, "update", row_id=3)
-    opt.tx.commit()  # type: ignore[attr-defined]
-    upd.tx.commit()  # type: ignore[attr-defined]
+    opt.tx.commit()
+    upd.tx.commit()
     [output] = [f for f in table.snapshot().files if f.lineage]
     hidden = [tokens_of(output)[i] for i in output.deletion_vector or ()]
     assert hidden == ["t3"]
@@ -344,7 +348,7 @@ def test_overwrite_after_blind_append_keeps_the_appended_row_under_write_seriali
     overwrite = table.begin("insert_overwrite")
     overwrite.remove_files(overwrite.scan("dt = 'p1'"))
     appended = ins(table)
-    appended.tx.commit()  # type: ignore[attr-defined]
+    appended.tx.commit()
     overwrite.commit()
     assert set(live_tokens(table.snapshot(), "p1")) == set(appended.added)
 
@@ -354,7 +358,7 @@ def test_overwrite_after_blind_append_fails_under_serializable(catalog: Catalog)
     seed(table)
     overwrite = table.begin("insert_overwrite")
     overwrite.remove_files(overwrite.scan("dt = 'p1'"))
-    ins(table).tx.commit()  # type: ignore[attr-defined]
+    ins(table).tx.commit()
     with pytest.raises(ConcurrentAppendException):
         overwrite.commit()
 
@@ -366,7 +370,7 @@ def test_merge_without_explicit_partition_conflicts_with_update_in_another_parti
     merge = table.begin("merge")
     merge.scan("t.user_id = s.user_id")  # not understood -> a whole-table read
     merge.add_files([stage(merge, "p1", ids=[9])])
-    modify(table, "update", partition="p2").tx.commit()  # type: ignore[attr-defined]
+    modify(table, "update", partition="p2").tx.commit()
     with pytest.raises(ConcurrentAppendException):
         merge.commit()
 
@@ -377,7 +381,7 @@ def test_merge_naming_the_target_partition_does_not_conflict_with_another_partit
     merge = table.begin("merge")
     merge.scan("dt = 'p1' AND id IN (1, 2)")
     merge.add_files([stage(merge, "p1", ids=[9])])
-    modify(table, "update", partition="p2").tx.commit()  # type: ignore[attr-defined]
+    modify(table, "update", partition="p2").tx.commit()
     assert merge.commit().retries == 1
 
 
@@ -389,7 +393,7 @@ def test_metadata_change_fails_every_overlapping_write(catalog: Catalog, setting
     lj = job(table, later)
     catalog.alter_table(table.name, properties={"owner": "data-eng"})
     with pytest.raises(MetadataChangedException):
-        lj.tx.commit()  # type: ignore[attr-defined]
+        lj.tx.commit()
 
 
 def test_isolation_level_change_fails_overlapping_writes_and_applies_to_new_ones(catalog: Catalog) -> None:
@@ -399,11 +403,11 @@ def test_isolation_level_change_fails_overlapping_writes_and_applies_to_new_ones
     running = modify(table, "update")
     catalog.alter_table(table.name, isolation_level=SER)
     with pytest.raises(MetadataChangedException):
-        running.tx.commit()  # type: ignore[attr-defined]
+        running.tx.commit()
     upd = modify(table, "update", row_id=3)
-    ins(table).tx.commit()  # type: ignore[attr-defined]
+    ins(table).tx.commit()
     with pytest.raises(ConcurrentAppendException):  # blind appends now conflict
-        upd.tx.commit()  # type: ignore[attr-defined]
+        upd.tx.commit()
 
 
 def test_protocol_change_fails_a_blind_append(catalog: Catalog) -> None:
@@ -413,51 +417,43 @@ def test_protocol_change_fails_a_blind_append(catalog: Catalog) -> None:
     upgrade.upgrade_protocol(writer_version=2, features=["deletionVectors"])
     upgrade.commit()
     with pytest.raises(ProtocolChangedException):
-        lj.tx.commit()  # type: ignore[attr-defined]
+        lj.tx.commit()
 
 
 def test_concurrent_create_of_the_same_table_raises_protocol_changed(catalog: Catalog) -> None:
-    from acidtables.core.catalog import split_name
-
-    original = catalog.services.coordinator.get_catalog_entry
-    # The race: our existence check ran before the other writer's create landed. Reproduce it by
-    # creating the table between the check and the transaction, through a second real catalog call.
-    calls = {"n": 0}
-
-    def check_then_race(namespace: str, name: str) -> dict[str, object] | None:
-        calls["n"] += 1
-        result = original(namespace, name)
-        if calls["n"] == 1:
-            catalog.services.coordinator.get_catalog_entry = original  # type: ignore[method-assign]
-            catalog.create_table("lake.race", schema="id BIGINT")
-        return result
-
-    catalog.services.coordinator.get_catalog_entry = check_then_race  # type: ignore[method-assign]
+    # The race: both writers checked the name was free before either created it (two-phase create)
+    first = catalog.prepare_create_table("lake.race", schema="id BIGINT")
+    second = catalog.prepare_create_table("lake.race", schema="id BIGINT, v STRING")
+    marker = os.path.join(second.storage.location, "_acidtables", "owner.json")
+    assert os.path.exists(marker)  # prepared: the location is claimed
+    created = first.commit()
     with pytest.raises(ProtocolChangedException):
-        catalog.create_table("lake.race", schema="id BIGINT")
-    assert split_name("lake.race", method="t") == ("lake", "race")
+        second.commit()
     assert catalog.list_tables("lake") == ["lake.race"]
+    assert catalog.table("lake.race").table_id == created.table_id
+    # the loser's claimed location was given back
+    assert not os.path.exists(marker)
 
 
 @pytest.mark.parametrize("policy", ["delta", "maxcompute-transactional"])
 def test_two_writers_with_the_same_application_id_conflict(catalog: Catalog, policy: str) -> None:
     table = catalog.create_table(f"lake.app_{policy.replace('-', '_')}", schema="id BIGINT", conflict_policy=policy)
     first, second = ins(table), ins(table)
-    first.tx.set_app_transaction("stream-1", 7)  # type: ignore[attr-defined]
-    second.tx.set_app_transaction("stream-1", 8)  # type: ignore[attr-defined]
-    first.tx.commit()  # type: ignore[attr-defined]
+    first.tx.set_app_transaction("stream-1", 7)
+    second.tx.set_app_transaction("stream-1", 8)
+    first.tx.commit()
     with pytest.raises(ConcurrentTransactionException):
-        second.tx.commit()  # type: ignore[attr-defined]
+        second.tx.commit()
 
 
 def test_an_already_applied_application_version_is_skipped(catalog: Catalog) -> None:
     table = make_table(catalog, "files", WS)
     first = ins(table)
-    first.tx.set_app_transaction("stream-1", 7)  # type: ignore[attr-defined]
-    landed = first.tx.commit()  # type: ignore[attr-defined]
+    first.tx.set_app_transaction("stream-1", 7)
+    landed = first.tx.commit()
     replayed = ins(table)
-    replayed.tx.set_app_transaction("stream-1", 7)  # type: ignore[attr-defined]
-    info = replayed.tx.commit()  # type: ignore[attr-defined]
+    replayed.tx.set_app_transaction("stream-1", 7)
+    info = replayed.tx.commit()
     assert info.skipped and info.version == landed.version
     assert table.version == landed.version
     assert live_tokens(table.snapshot()) == Counter(first.added)
@@ -468,9 +464,9 @@ def test_compaction_output_counts_as_a_rewrite_not_an_append(catalog: Catalog) -
     table = make_table(catalog, "files", SER)
     seed(table)
     upd = modify(table, "update")
-    optimize(table).tx.commit()  # type: ignore[attr-defined]
+    optimize(table).tx.commit()
     with pytest.raises(ConcurrentDeleteReadException):
-        upd.tx.commit()  # type: ignore[attr-defined]
+        upd.tx.commit()
     adds = table.commits(table.version)[0].adds
     assert adds and all(not f.data_change for f in adds)
 
@@ -478,7 +474,7 @@ def test_compaction_output_counts_as_a_rewrite_not_an_append(catalog: Catalog) -
 def test_files_added_are_recorded_relative_to_the_location(catalog: Catalog) -> None:
     table = make_table(catalog, "files", WS)
     j = ins(table)
-    j.tx.commit()  # type: ignore[attr-defined]
+    j.tx.commit()
     [f] = table.snapshot().files
     assert isinstance(f, DataFile) and f.path.startswith("data/")
 
@@ -524,7 +520,7 @@ def test_a_write_that_matched_nothing_still_meets_an_append_of_what_it_read(
 def test_a_write_that_matched_nothing_is_recorded_with_its_read(catalog: Catalog, level: str, setting: str) -> None:
     table = make_table(catalog, setting, level)
     seed(table)
-    info = no_match(table, "delete").tx.commit()  # type: ignore[attr-defined]
+    info = no_match(table, "delete").tx.commit()
     record = table.commits(info.version)[0]
     assert record.read_predicates and not record.blind_append and not (record.adds or record.removes)
     assert info.time_version is not None  # a DELETE is a data operation even when it deleted nothing
@@ -535,7 +531,7 @@ def test_a_write_that_matched_nothing_is_recorded_with_its_read(catalog: Catalog
 def test_an_insert_that_read_the_target_is_not_a_blind_append(catalog: Catalog, level: str, setting: str) -> None:
     table = make_table(catalog, setting, level)
     seed(table)
-    info = reading_insert(table).tx.commit()  # type: ignore[attr-defined]
+    info = reading_insert(table).tx.commit()
     assert info.is_blind_append is False
     assert table.history(limit=1)[0].is_blind_append is False
     assert table.commits(info.version)[0].op_class.value == "INS-R"

@@ -92,7 +92,7 @@ def test_a_job_that_empties_a_file_only_removes_it(
     else:
         # every row of file A moves to a new value: the rewritten file holds rows, the old one goes
         info = t.update("id < 5", {"amount": "amount + 100"})
-    record = t.table.commits(info.version, info.version)[0]  # type: ignore[union-attr]
+    record = t.table.commits(info.version, info.version)[0]
     assert all(f.live_rows > 0 for f in record.adds), f"{job} added a file with no live rows: {record.adds}"
     assert record.removes and {f.path for f in record.removes} <= before
     if job != "update-all":
@@ -255,9 +255,9 @@ def test_a_conflict_names_its_error_class_and_the_partition_where_it_happened(
     t = two_file_table(spark, catalog, SER, dv=False, partitioned=True)
     exc, _ = run(t, earlier, later)
     assert type(exc) is error
-    assert exc.error_class == error_class and exc.partition_hint == hint  # type: ignore[union-attr]
+    assert exc.error_class == error_class and exc.partition_hint == hint
     assert str(exc).startswith(f"[{error_class}] UPDATE on {t.name} [{hint}] lost to ")
-    assert exc.to_dict()["error_class"] == error_class  # type: ignore[union-attr]
+    assert exc.to_dict()["error_class"] == error_class
 
 
 def test_a_metadata_conflict_names_its_error_class_and_no_partition(spark: SparkSession, catalog: Catalog) -> None:
@@ -276,10 +276,10 @@ def test_history_and_commit_info_say_which_commits_were_blind_appends(spark: Spa
     other.insert_into(spark.createDataFrame([(80, "c", 8.0)], SCHEMA))
     from_other = t.insert_into(other.read())
     updated = t.update("id = 1", {"amount": "0"})
-    assert from_other.is_blind_append is True  # type: ignore[union-attr]
-    assert updated.is_blind_append is False  # type: ignore[union-attr]
+    assert from_other.is_blind_append is True
+    assert updated.is_blind_append is False
     history = {h.version: h.is_blind_append for h in t.table.history()}
-    assert history[from_other.version] is True and history[updated.version] is False  # type: ignore[union-attr]
+    assert history[from_other.version] is True and history[updated.version] is False
     assert history[1] is True  # the plain inserts of the setup
     listed = {r["version"]: r["is_blind_append"] for r in t.history().collect()}
     assert listed == history
@@ -295,7 +295,7 @@ def test_merge_with_merge_schema_adds_the_source_columns_it_writes(spark: SparkS
         .execute()
     )
     assert [c.name for c in t.table.metadata.columns] == ["id", "dt", "amount", "note"]
-    record = t.table.commits(info.version, info.version)[0]  # type: ignore[union-attr]
+    record = t.table.commits(info.version, info.version)[0]
     assert record.metadata is not None  # the schema change is part of the MERGE's own commit
     seen = {r["id"]: (r["amount"], r["note"]) for r in t.read().collect()}
     assert seen[1] == (10.0, "changed") and seen[90] == (9.0, "new") and seen[0] == (0.0, None)
@@ -319,7 +319,7 @@ def test_changes_across_a_schema_change_name_the_version_to_read_from(
         changed = catalog.alter_table(t.name, add_columns="note STRING").version
         t.insert_into(spark.createDataFrame([(70, "a", 7.0, "x")], f"{SCHEMA}, note STRING"))
     else:
-        changed = t.insert_into(  # type: ignore[union-attr]
+        changed = t.insert_into(
             spark.createDataFrame([(70, "a", 7.0, "x")], f"{SCHEMA}, note STRING"), merge_schema=True
         ).version
     with pytest.raises(InvalidArgumentError, match=f"changed at version {changed}.*from version {changed} on"):

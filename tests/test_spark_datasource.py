@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
@@ -22,7 +24,7 @@ def options(catalog: Catalog) -> dict[str, str]:
     }
 
 
-def rows(df):  # type: ignore[no-untyped-def]
+def rows(df: DataFrame) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in df.select("id", "dt", "amount").collect())
 
 
@@ -37,7 +39,7 @@ def test_append_overwrite_and_time_travel_through_the_data_source(
     second = spark.createDataFrame([(2, "b", 20.0), (3, "a", 3.0)], SCHEMA)
     second.write.format("acidtables").options(**opts).mode("append").save("ds.t")
 
-    def read():  # type: ignore[no-untyped-def]  # a DataFrameReader keeps its options: take a fresh one
+    def read() -> DataFrameReader:  # a DataFrameReader keeps its options: take a fresh one
         return spark.read.format("acidtables").options(**opts)
 
     if flavour:  # primary key: the second write's row for id 2 replaces the first's
@@ -74,6 +76,7 @@ def test_an_acidtables_error_in_the_data_source_is_the_first_line_spark_shows(
     spark: SparkSession, catalog: Catalog, step: str
 ) -> None:
     opts = options(catalog)
+    run: Callable[[], object]
     if step == "read":
         expected = "TableNotFoundError: table(): no table ds.missing"
         run = lambda: spark.read.format("acidtables").options(**opts).load("ds.missing").collect()  # noqa: E731

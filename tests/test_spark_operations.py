@@ -65,7 +65,7 @@ def test_insert_into_appends(spark: SparkSession, catalog: Catalog, flavour: str
     info = t.insert_into(new)
     expected = upsert(base_df(spark), new) if flavour == "pk" else base_df(spark).unionByName(new)
     assert rows(t.read()) == rows(expected)
-    assert info.version == 2 and info.time_version is not None  # type: ignore[union-attr]
+    assert info.version == 2 and info.time_version is not None
 
 
 @flavours
@@ -195,7 +195,7 @@ def test_cluster_reorders_without_changing_data(spark: SparkSession, catalog: Ca
     t = make(spark, catalog, flavour)
     before = rows(t.read())
     info = t.cluster(by=["amount"])
-    assert info.time_version is None  # type: ignore[union-attr]
+    assert info.time_version is None
     assert rows(t.read()) == before
     assert t.table.history(limit=1)[0].operation.display == "CLUSTER"
 
@@ -206,13 +206,13 @@ def test_time_travel_and_changes(spark: SparkSession, catalog: Catalog, flavour:
     first = t.insert_into(spark.createDataFrame([(900, "2026-11-01", 9.0)], SCHEMA))
     t.delete("id = 900")
     assert rows(t.read(version=1)) == rows(base_df(spark))
-    assert (900, "2026-11-01", 9.0) in rows(t.read(version=first.version))  # type: ignore[union-attr]
-    assert (900, "2026-11-01", 9.0) in rows(t.read(timestamp=first.time_version))  # type: ignore[union-attr]
+    assert (900, "2026-11-01", 9.0) in rows(t.read(version=first.version))
+    assert (900, "2026-11-01", 9.0) in rows(t.read(timestamp=first.time_version))
     assert (900, "2026-11-01", 9.0) not in rows(t.read())
-    changes = t.changes(start_version=first.version).filter("id = 900")  # type: ignore[union-attr]
+    changes = t.changes(start_version=first.version).filter("id = 900")
     kinds = sorted((r._commit_version, r._change_type) for r in changes.collect())
     insert = "upsert" if flavour == "pk" else "insert"
-    assert kinds == [(first.version, insert), (first.version + 1, "delete")]  # type: ignore[union-attr]
+    assert kinds == [(first.version, insert), (first.version + 1, "delete")]
 
 
 @flavours

@@ -8,7 +8,7 @@ This module is the core's public face: the Spark integration, the CLI and the me
 names below (an import-linter contract keeps it so), and the modules behind it stay free to move.
 """
 
-from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, user_data_dir
+from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, PreparedCreate, user_data_dir
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
@@ -63,6 +63,7 @@ __all__ = [
     "InvalidArgumentError",
     "Literal",
     "Operation",
+    "PreparedCreate",
     "Settings",
     "Snapshot",
     "Storage",

@@ -13,7 +13,7 @@ import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from .operations import IsolationLevel, OpClass, Operation, Policy
 from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata
 from .services import Services
 from .settings import CommitSettings, EtcdSettings, Settings
-from .storage import GLOB_CHARACTERS, normalize_location
+from .storage import GLOB_CHARACTERS, Storage, normalize_location
 from .table import Table
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,60 @@ def user_data_dir() -> Path:
         return Path(home)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "acidtables"
+
+
+@dataclass
+class PreparedCreate:
+    """A table checked and its location claimed, not yet in the catalog (`Catalog.prepare_create_table`)."""
+
+    services: Services
+    namespace: str
+    short: str
+    entry: dict[str, Any]
+    metadata: TableMetadata
+    record: CommitRecord
+    storage: Storage
+    owner: Owner
+    done: bool = False
+
+    def commit(self) -> Table:
+        """Put the catalog entry and version 0 in one etcd transaction that requires the name be free."""
+        if self.done:
+            raise InvalidArgumentError(f"create_table(): {self.metadata.name} was already committed or aborted")
+        self.done = True
+        metadata, coordinator = self.metadata, self.services.coordinator
+        try:
+            created = coordinator.create_table(
+                self.namespace,
+                self.short,
+                self.entry,
+                metadata.table_id,
+                self.record.to_json(),
+                Head(0, None, self.record.txn_id).to_json(),
+            )
+        except BaseException:
+            release(self.storage, self.owner)
+            raise
+        if not created:
+            release(self.storage, self.owner)
+            # seed 004 / §13.1 rule 1: two writers creating the same table at once
+            winner = coordinator.get_catalog_entry(self.namespace, self.short) or {}
+            raise ProtocolChangedException(
+                table=metadata.name,
+                operation="CREATE TABLE",
+                read_version=-1,
+                winning_version=0,
+                winning_operation="CREATE TABLE",
+                detail=f"another writer created it concurrently (table id {winner.get('table_id', '?')})",
+            )
+        logger.info("created %s (policy %s) at %s", metadata.name, metadata.conflict_policy.value, metadata.location)
+        return Table(self.services, metadata.table_id, metadata.name, metadata.location)
+
+    def abort(self) -> None:
+        """Give the claimed location back; nothing was written to etcd."""
+        if not self.done:
+            self.done = True
+            release(self.storage, self.owner)
 
 
 class Catalog:
@@ -125,6 +179,34 @@ class Catalog:
     ) -> Table:
         """Create a table at version 0. The conflict policy is fixed from now on (conflict-rules D-01):
         default `maxcompute` with a primary key (which it requires), `delta` + WriteSerializable without."""
+        return self.prepare_create_table(
+            name,
+            schema,
+            partition_by=partition_by,
+            primary_key=primary_key,
+            location=location,
+            conflict_policy=conflict_policy,
+            isolation_level=isolation_level,
+            row_level_concurrency=row_level_concurrency,
+            properties=properties,
+        ).commit()
+
+    def prepare_create_table(
+        self,
+        name: str,
+        schema: str | Sequence[Column] | Sequence[tuple[str, str]],
+        *,
+        partition_by: Sequence[str] = (),
+        primary_key: Sequence[str] = (),
+        location: str | None = None,
+        conflict_policy: str | None = None,
+        isolation_level: str | None = None,
+        row_level_concurrency: bool = False,
+        properties: Mapping[str, str] | None = None,
+    ) -> PreparedCreate:
+        """`create_table` in two phases, like a transaction: every check, and the location claimed, now;
+        the table exists once `commit()` wins the catalog entry (a concurrent create of the same name
+        makes it raise ProtocolChangedException, seed 004). `abort()` gives the location back."""
         method = "create_table"
         namespace, short = split_name(name, method=method)
         columns = parse_schema(schema, method=method)
@@ -209,27 +291,7 @@ class Catalog:
             ) from None
         except OSError as exc:  # a name too long, a permission, a path through a file: the system's own reason
             raise InvalidArgumentError(f"{method}(): location {location} cannot hold a table: {exc}") from None
-        try:
-            created = coordinator.create_table(
-                namespace, short, entry, table_id, record.to_json(), Head(0, None, txn_id).to_json()
-            )
-        except BaseException:
-            release(storage, owner)
-            raise
-        if not created:
-            release(storage, owner)
-            # seed 004 / §13.1 rule 1: two writers creating the same table at once
-            winner = coordinator.get_catalog_entry(namespace, short) or {}
-            raise ProtocolChangedException(
-                table=metadata.name,
-                operation="CREATE TABLE",
-                read_version=-1,
-                winning_version=0,
-                winning_operation="CREATE TABLE",
-                detail=f"another writer created it concurrently (table id {winner.get('table_id', '?')})",
-            )
-        logger.info("created %s (policy %s) at %s", metadata.name, policy.value, location)
-        return Table(self.services, table_id, metadata.name, location)
+        return PreparedCreate(self.services, namespace, short, entry, metadata, record, storage, owner)
 
     @staticmethod
     def _check_columns(given: Sequence[str], names: Mapping[str, str], argument: str) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Literal, overload
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -104,6 +105,13 @@ class MergeBuilder:
 
     def when_not_matched_insert_all(self, condition: str | None = None) -> MergeBuilder:
         return self._add(Clause("insert", condition, None), matched=False, method="when_not_matched_insert_all")
+
+    @overload
+    def execute(self, *, commit: Literal[True] = ...) -> CommitInfo: ...
+    @overload
+    def execute(self, *, commit: Literal[False]) -> Prepared: ...
+    @overload
+    def execute(self, *, commit: bool) -> CommitInfo | Prepared: ...
 
     def execute(self, *, commit: bool = True) -> CommitInfo | Prepared:
         if not (self.matched or self.not_matched):

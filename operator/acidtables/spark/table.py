@@ -12,7 +12,7 @@ operation instead, so the caller picks the commit point (or aborts). Example::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -54,9 +54,50 @@ class SparkTable:
             raise InvalidArgumentError(f"{method}(): expected a Spark DataFrame, found {type(df).__name__}")
         return df
 
+    # Every write commits unless called with commit=False, which returns the Prepared operation instead
+    # (two-phase: prepare, then commit); the overloads let a type checker see which one a call returns.
+
+    @overload
+    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: Literal[True] = ...) -> CommitInfo: ...
+    @overload
+    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: Literal[False]) -> Prepared: ...
+    @overload
+    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: bool) -> Result: ...
+
     def insert_into(self, df: DataFrame, *, merge_schema: bool = False, commit: bool = True) -> Result:
         df = self._check_df(df, "insert_into")
         return _finish(writes.insert_into(self.table, df, merge_schema=merge_schema), commit)
+
+    @overload
+    def insert_overwrite(
+        self,
+        df: DataFrame,
+        *,
+        partition: Mapping[str, Any] | None = ...,
+        dynamic: bool = ...,
+        merge_schema: bool = ...,
+        commit: Literal[True] = ...,
+    ) -> CommitInfo: ...
+    @overload
+    def insert_overwrite(
+        self,
+        df: DataFrame,
+        *,
+        partition: Mapping[str, Any] | None = ...,
+        dynamic: bool = ...,
+        merge_schema: bool = ...,
+        commit: Literal[False],
+    ) -> Prepared: ...
+    @overload
+    def insert_overwrite(
+        self,
+        df: DataFrame,
+        *,
+        partition: Mapping[str, Any] | None = ...,
+        dynamic: bool = ...,
+        merge_schema: bool = ...,
+        commit: bool,
+    ) -> Result: ...
 
     def insert_overwrite(
         self,
@@ -73,11 +114,34 @@ class SparkTable:
         )
         return _finish(prepared, commit)
 
+    @overload
+    def truncate(self, *, partition: Mapping[str, Any] | None = ..., commit: Literal[True] = ...) -> CommitInfo: ...
+    @overload
+    def truncate(self, *, partition: Mapping[str, Any] | None = ..., commit: Literal[False]) -> Prepared: ...
+    @overload
+    def truncate(self, *, partition: Mapping[str, Any] | None = ..., commit: bool) -> Result: ...
+
     def truncate(self, *, partition: Mapping[str, Any] | None = None, commit: bool = True) -> Result:
         return _finish(writes.truncate(self.table, partition=partition), commit)
 
+    @overload
+    def update(
+        self, condition: str | None, assignments: Mapping[str, str], *, commit: Literal[True] = ...
+    ) -> CommitInfo: ...
+    @overload
+    def update(self, condition: str | None, assignments: Mapping[str, str], *, commit: Literal[False]) -> Prepared: ...
+    @overload
+    def update(self, condition: str | None, assignments: Mapping[str, str], *, commit: bool) -> Result: ...
+
     def update(self, condition: str | None, assignments: Mapping[str, str], *, commit: bool = True) -> Result:
         return _finish(modify.modify(self.spark, self.table, "update", condition, assignments), commit)
+
+    @overload
+    def delete(self, condition: str | None = ..., *, commit: Literal[True] = ...) -> CommitInfo: ...
+    @overload
+    def delete(self, condition: str | None = ..., *, commit: Literal[False]) -> Prepared: ...
+    @overload
+    def delete(self, condition: str | None = ..., *, commit: bool) -> Result: ...
 
     def delete(self, condition: str | None = None, *, commit: bool = True) -> Result:
         return _finish(modify.modify(self.spark, self.table, "delete", condition), commit)
@@ -91,6 +155,19 @@ class SparkTable:
             self.spark, self.table, self._check_df(source, "merge"), condition, merge_schema=merge_schema
         )
 
+    @overload
+    def compact(
+        self, kind: str = ..., *, where: str | None = ..., target_file_bytes: int = ..., commit: Literal[True] = ...
+    ) -> list[CommitInfo]: ...
+    @overload
+    def compact(
+        self, kind: str = ..., *, where: str | None = ..., target_file_bytes: int = ..., commit: Literal[False]
+    ) -> Prepared: ...
+    @overload
+    def compact(
+        self, kind: str = ..., *, where: str | None = ..., target_file_bytes: int = ..., commit: bool
+    ) -> list[CommitInfo] | Prepared: ...
+
     def compact(
         self, kind: str = "minor", *, where: str | None = None, target_file_bytes: int = 128 << 20, commit: bool = True
     ) -> list[CommitInfo] | Prepared:
@@ -99,6 +176,13 @@ class SparkTable:
         return compaction.compact(
             self.spark, self.table, kind, where=where, target_file_bytes=target_file_bytes, commit=commit
         )
+
+    @overload
+    def cluster(self, by: Sequence[str], *, where: str | None = ..., commit: Literal[True] = ...) -> CommitInfo: ...
+    @overload
+    def cluster(self, by: Sequence[str], *, where: str | None = ..., commit: Literal[False]) -> Prepared: ...
+    @overload
+    def cluster(self, by: Sequence[str], *, where: str | None = ..., commit: bool) -> Result: ...
 
     def cluster(self, by: Sequence[str], *, where: str | None = None, commit: bool = True) -> Result:
         return _finish(compaction.cluster(self.spark, self.table, by, where=where), commit)

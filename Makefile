@@ -9,7 +9,7 @@ INSTALL_STAMP := $(VENV)/.acidtables-installed
 S3_VENV ?= .venv-s3
 S3_STAMP := $(S3_VENV)/.moto-installed
 
-.PHONY: install test lint demo bench
+.PHONY: install test test-fast lint demo bench
 
 install: $(INSTALL_STAMP) $(S3_STAMP)
 
@@ -31,6 +31,10 @@ $(S3_STAMP):
 
 test: install
 	$(PYTHON) -m pytest -m "not e2e" -q
+
+# the edit-test loop: everything but the long runs (CI runs `make test`, slow ones included)
+test-fast: install
+	$(PYTHON) -m pytest -m "not e2e and not slow" -q
 
 lint: install
 	$(VENV)/bin/ruff check operator tests bench

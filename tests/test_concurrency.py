@@ -67,6 +67,7 @@ def _etcd_keys(etcd_server: EmbeddedEtcd, spec: CatalogSpec, table: Table) -> tu
         client.close()
 
 
+@pytest.mark.slow  # 8 processes, 1,600 commits
 def test_parallel_blind_appends_all_commit_with_dense_unique_versions(
     catalog: Catalog, spec: CatalogSpec, reader: Catalog, etcd_server: EmbeddedEtcd
 ) -> None:
@@ -136,6 +137,7 @@ def _check_mixed_run(
     assert inflight == []
 
 
+@pytest.mark.slow  # 4 processes, 240 mixed operations
 @pytest.mark.parametrize(("conflict_policy", "seed"), [("delta", 1), ("maxcompute-transactional", 2)])
 def test_mixed_concurrent_operations_replay_serially_to_every_snapshot(
     catalog: Catalog,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     from pyspark import SparkContext
@@ -21,6 +23,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # starts and stops a second JVM
 def test_stop_session_waits_for_the_jvm_to_exit() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=180, env={**os.environ}, check=False

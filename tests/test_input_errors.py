@@ -153,3 +153,9 @@ def test_a_file_where_the_metadata_directory_must_be_is_refused_by_name(catalog:
         tx.commit()
     assert table.version == 0
     small.close()
+
+
+def test_a_misspelt_create_table_option_is_named_with_the_ones_there_are(catalog: Catalog) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"unknown option partition; the options are partition_by, "):
+        catalog.create_table("ns.typo", schema="id BIGINT, dt STRING", partition=["dt"])  # type: ignore[call-arg]
+    assert catalog.list_tables("ns") == []

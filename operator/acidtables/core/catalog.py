@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .ddl import parse_schema
 from .errors import (
@@ -49,6 +49,18 @@ def user_data_dir() -> Path:
         return Path(home)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "acidtables"
+
+
+class TableOptions(TypedDict, total=False):
+    """What `create_table` takes besides the name and schema (`prepare_create_table` documents each)."""
+
+    partition_by: Sequence[str]
+    primary_key: Sequence[str]
+    location: str | None
+    conflict_policy: str | None
+    isolation_level: str | None
+    row_level_concurrency: bool
+    properties: Mapping[str, str] | None
 
 
 @dataclass
@@ -165,31 +177,18 @@ class Catalog:
     # --- tables --------------------------------------------------------------------------------------
 
     def create_table(
-        self,
-        name: str,
-        schema: str | Sequence[Column] | Sequence[tuple[str, str]],
-        *,
-        partition_by: Sequence[str] = (),
-        primary_key: Sequence[str] = (),
-        location: str | None = None,
-        conflict_policy: str | None = None,
-        isolation_level: str | None = None,
-        row_level_concurrency: bool = False,
-        properties: Mapping[str, str] | None = None,
+        self, name: str, schema: str | Sequence[Column] | Sequence[tuple[str, str]], **options: Unpack[TableOptions]
     ) -> Table:
         """Create a table at version 0. The conflict policy is fixed from now on (conflict-rules D-01):
-        default `maxcompute` with a primary key (which it requires), `delta` + WriteSerializable without."""
-        return self.prepare_create_table(
-            name,
-            schema,
-            partition_by=partition_by,
-            primary_key=primary_key,
-            location=location,
-            conflict_policy=conflict_policy,
-            isolation_level=isolation_level,
-            row_level_concurrency=row_level_concurrency,
-            properties=properties,
-        ).commit()
+        default `maxcompute` with a primary key (which it requires), `delta` + WriteSerializable without.
+        The options are `prepare_create_table`'s."""
+        unknown = sorted(set(options) - set(TableOptions.__annotations__))
+        if unknown:
+            raise InvalidArgumentError(
+                f"create_table(): unknown option {', '.join(unknown)}; the options are "
+                f"{', '.join(TableOptions.__annotations__)}"
+            )
+        return self.prepare_create_table(name, schema, **options).commit()
 
     def prepare_create_table(
         self,

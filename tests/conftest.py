@@ -6,12 +6,14 @@ writing only under their own random prefix instead of wiping the server between 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import pytest
+from tests.helpers import envtest
 
 from acidtables import Catalog
 from acidtables.core.embedded import EmbeddedEtcd
@@ -58,3 +60,59 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         stop_session(session)
+
+
+# --- the real kube-apiserver tier (KUBEBUILDER_ASSETS) ------------------------------------------------
+
+#: set by .ci/run when it unpacked the assets: the tier must run, a skip is a failure
+REQUIRE_ENVTEST = "ACIDTABLES_REQUIRE_ENVTEST"
+
+
+@pytest.fixture(scope="session")
+def kube_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[envtest.KubeAPI]:
+    """etcd 3.6 and kube-apiserver 1.36 from KUBEBUILDER_ASSETS, one pair for the session."""
+    assets = envtest.assets_dir()
+    if assets is None:
+        reason = (
+            f"the real kube-apiserver tier needs {envtest.ASSETS_VARIABLE} "
+            "(a directory holding etcd, kube-apiserver and kubectl)"
+        )
+        if os.environ.get(REQUIRE_ENVTEST):
+            pytest.fail(f"{REQUIRE_ENVTEST} is set but {reason}")
+        pytest.skip(reason)
+    missing = envtest.missing_binaries(assets)
+    if missing:
+        pytest.fail(f"{envtest.ASSETS_VARIABLE}={assets} has no executable {', '.join(missing)}")
+    api = envtest.start(assets, tmp_path_factory.mktemp("kube-apiserver"))
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+@pytest.fixture
+def kube_namespace(kube_api: envtest.KubeAPI) -> Iterator[str]:
+    """A fresh namespace per test; emptied and finalized afterwards (there is no namespace controller)."""
+    name = f"t-{uuid4().hex[:12]}"
+    kube_api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
+    try:
+        yield name
+    finally:
+        envtest.delete_namespace(kube_api, name)
+
+
+@pytest.fixture(scope="session")
+def acidtables_crds(kube_api: envtest.KubeAPI) -> None:
+    """crds/ applied as they are, and established (served) before any test uses them."""
+    crds = Path(__file__).resolve().parents[1] / "crds"
+    envtest.kubectl(kube_api, "apply", "--server-side", "-f", str(crds))
+    envtest.kubectl(
+        kube_api,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/acidtables.acidtables.io",
+        "crd/compactionjobs.acidtables.io",
+    )

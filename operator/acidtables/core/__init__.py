@@ -24,6 +24,7 @@ from acidtables.core.etcd import Coordinator
 from acidtables.core.events import CommitEvent
 from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
+from acidtables.core.feed import ChangeFeed, KeyChange, Resync
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
@@ -44,6 +45,7 @@ __all__ = [
     "AcidTablesError",
     "Catalog",
     "Change",
+    "ChangeFeed",
     "Column",
     "ColumnStats",
     "CommitEvent",
@@ -61,9 +63,11 @@ __all__ = [
     "FileKind",
     "HistoryEntry",
     "InvalidArgumentError",
+    "KeyChange",
     "Literal",
     "Operation",
     "PreparedCreate",
+    "Resync",
     "Settings",
     "Snapshot",
     "Storage",

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import grpc
@@ -33,6 +33,7 @@ import pyetcd
 from pyetcd import exceptions as etcd_exceptions
 from pyetcd import transactions as ops
 from pyetcd import utils as etcd_utils
+from pyetcd.events import DeleteEvent
 
 from .errors import (
     AcidTablesError,
@@ -58,6 +59,26 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 
 class CommitAnswerLost(AcidTablesError):
     """The commit transaction was sent and no answer came back; it may have applied."""
+
+
+class WatchCompacted(AcidTablesError):
+    """etcd compacted away the revision a watch was to start from: read the state again."""
+
+    def __init__(self, compact_revision: int) -> None:
+        super().__init__(f"etcd compacted its history up to revision {compact_revision}")
+        self.compact_revision = compact_revision
+
+
+class WatchLost(AcidTablesError):
+    """A watch ended for another reason (the connection dropped): start it again where it was."""
+
+
+class RawKey(NamedTuple):
+    """One key as a watch sees it: its path under the prefix, its value (None: deleted), its revision."""
+
+    key: str
+    value: bytes | None
+    revision: int
 
 
 def _pad(number: int) -> str:
@@ -600,6 +621,71 @@ class Coordinator:
                 out[key.rsplit("/", 1)[1]] = {"damaged": str(exc)}
         return out
 
+    # --- watching: what a change feed starts from and follows (core.feed) ------------------------------
+
+    def watched_state(self) -> tuple[int, list[RawKey]]:
+        """Catalog entries, table heads, in-flight registrations and recorded events, all read at one
+        store revision, which is returned with them (a feed watches from the next one)."""
+
+        def read(client: pyetcd.MultiEndpointEtcd3Client) -> tuple[int, list[RawKey]]:
+            catalog = client.get_prefix_response(f"{self.prefix}/catalog/")
+            revision = int(catalog.header.revision)
+            out = [self._raw(kv.key, kv.value, kv.mod_revision) for kv in catalog.kvs]
+            events = client.get_prefix_response(f"{self.prefix}/events/", revision=revision)
+            out += [self._raw(kv.key, kv.value, kv.mod_revision) for kv in events.kvs]
+            for kv in catalog.kvs:
+                try:
+                    table_id = _catalog_entry(kv.value, kv.key.decode(errors="replace"))["table_id"]
+                except CorruptMetadataError:
+                    continue  # listed as it is; a damaged entry names no table to follow
+                head = client.get_response(self.head_key(table_id), revision=revision)
+                out += [self._raw(h.key, h.value, h.mod_revision) for h in head.kvs]
+                inflight = client.get_prefix_response(self._key(table_id, "inflight", ""), revision=revision)
+                out += [self._raw(i.key, i.value, i.mod_revision) for i in inflight.kvs]
+            return revision, out
+
+        return self._call("reading the watched state", read)
+
+    def watch(
+        self, start_revision: int, on_change: Callable[[list[RawKey] | AcidTablesError], None]
+    ) -> Callable[[], None]:
+        """Follow every change under the prefix from `start_revision` on. `on_change` gets each
+        response's changes in revision order (value None for a delete), or the error that ended the
+        watch (RevisionCompactedError when `start_revision` is gone). Returns the cancel function."""
+
+        def deliver(response: Any) -> None:  # on pyetcd's watch thread
+            if isinstance(response, etcd_exceptions.RevisionCompactedError):
+                on_change(WatchCompacted(int(response.compacted_revision)))
+                return
+            if isinstance(response, BaseException):
+                on_change(WatchLost(f"the etcd watch ended: {response!r}"))
+                return
+            on_change(
+                [
+                    self._raw(e.key, None if isinstance(e, DeleteEvent) else e.value, e.mod_revision)
+                    for e in response.events
+                ]
+            )
+
+        try:
+            client = self.client
+            watch_id = client.add_watch_prefix_callback(f"{self.prefix}/", deliver, start_revision=start_revision)
+        except etcd_exceptions.RevisionCompactedError as exc:
+            raise WatchCompacted(int(exc.compacted_revision)) from None
+        except (grpc.RpcError, *_CONNECTION_ERRORS, etcd_exceptions.WatchTimedOut) as exc:
+            raise WatchLost(f"could not start an etcd watch: {exc!r}") from None
+
+        def cancel() -> None:
+            try:
+                client.cancel_watch(watch_id)
+            except Exception:  # the connection is already gone: nothing left to cancel
+                logger.debug("cancelling an etcd watch failed", exc_info=True)
+
+        return cancel
+
+    def _raw(self, key: bytes, value: bytes | None, mod_revision: int) -> RawKey:
+        return RawKey(key.decode(errors="replace").removeprefix(self.prefix + "/"), value, int(mod_revision))
+
     def record_event(self, table_id: str, txn_id: str, event: dict[str, Any], ttl: int) -> None:
         """Store a conflict/abort/retry for the operator to count; best effort, it never fails a job."""
         key = f"{self.prefix}/events/{table_id}/{_pad(time.time_ns() // 1000)}-{txn_id}-{random.randrange(1 << 16)}"
@@ -621,4 +707,12 @@ class Coordinator:
         return events
 
 
-__all__: Sequence[str] = ["CasResult", "CommitAnswerLost", "Coordinator", "HeadState"]
+__all__: Sequence[str] = [
+    "CasResult",
+    "CommitAnswerLost",
+    "Coordinator",
+    "HeadState",
+    "RawKey",
+    "WatchCompacted",
+    "WatchLost",
+]

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from tests.helpers.tables import staged_parquet
+from tests.helpers.tables import etcd_client, staged_parquet
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.embedded import free_port
+from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.etcd import Coordinator
-from acidtables.core.settings import EtcdSettings
-from acidtables.errors import TransactionConflictException
+from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
+from acidtables.errors import CommitRetriesExhausted, TransactionConflictException
 from acidtables.metrics import CommitMetrics, EtcdEventCollector
 
 
@@ -174,3 +174,37 @@ def test_etcd_collector_reports_down_when_etcd_is_unreachable(registry: Collecto
         assert registry.get_sample_value("acidtables_recent_events_up") == 0
     finally:
         coordinator.close()
+
+
+def test_retries_and_exhaustion_are_recorded_in_etcd_under_one_shared_lease(
+    catalog: Catalog, etcd_server: EmbeddedEtcd
+) -> None:
+    """What happens inside a writer reaches the operator: every retry and exhaustion is an event in etcd,
+    and a process's events share one lease instead of granting one each."""
+    table = catalog.create_table("ns.retried", schema="id BIGINT, dt STRING", partition_by=["dt"])
+
+    def append(tx: Transaction) -> Transaction:
+        tx.add_files([staged_parquet(tx, {"dt": "a"})])
+        return tx
+
+    earlier, later = append(table.begin("insert_into")), append(table.begin("insert_into"))
+    earlier.commit()
+    assert later.commit().retries == 1
+    table.begin("insert_into").abort()  # a second event of the same process
+
+    strict_settings = Settings(catalog.settings.etcd, catalog.settings.warehouse, CommitSettings(max_attempts=1))
+    with Catalog(strict_settings) as strict:
+        busy = strict.table("ns.retried")
+        first, second = append(busy.begin("insert_into")), append(busy.begin("insert_into"))
+        first.commit()
+        with pytest.raises(CommitRetriesExhausted):
+            second.commit()
+
+    recorded = catalog.services.coordinator.list_events(table.table_id)
+    kinds = [(e["kind"], e["txn_id"]) for e in recorded]
+    assert ("retry", later.txn_id) in kinds and ("exhausted", second.txn_id) in kinds
+    assert next(e for e in recorded if e["kind"] == "retry")["retries"] == 1
+    raw = etcd_client(etcd_server.host, etcd_server.client_port)
+    leases = {meta.lease_id for _, meta in raw.get_prefix(f"{catalog.settings.etcd.prefix}/events/{table.table_id}/")}
+    assert len(recorded) == 3  # retry and abort from one catalog, exhaustion from the other
+    assert len(leases) == 2 and 0 not in leases  # one lease per catalog (process), not one per event

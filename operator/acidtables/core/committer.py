@@ -132,7 +132,7 @@ class _Committer:
                 return self._finish(landed)
             if attempt >= self.settings.max_attempts:
                 self._give_up()
-                events.emit(self._event("exhausted", retries=attempt))
+                self.services.report(self._event("exhausted", retries=attempt))
                 raise CommitRetriesExhausted(
                     f"{self.operation.display} on {self.meta.name} was rebased {attempt} times without winning the "
                     f"compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS={self.settings.max_attempts}); nothing "
@@ -141,7 +141,7 @@ class _Committer:
             delay = self.services.rng.uniform(
                 0, min(self.settings.backoff_max_seconds, self.settings.backoff_seconds * 2 ** (attempt - 1))
             )
-            events.emit(self._event("retry", retries=attempt))
+            self.services.report(self._event("retry", retries=attempt))
             logger.info(
                 "%s: txn %s (read version %d) rebased onto version %d, attempt %d/%d, retrying in %.3f s",
                 self.meta.name,
@@ -271,7 +271,7 @@ class _Committer:
         """After the commit point nothing raises: cleanup and checkpoint failures are warnings."""
         self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
-        events.emit(self._event("committed", version=record.version, retries=record.retries))
+        self.services.report(self._event("committed", version=record.version, retries=record.retries))
         if record.version % self.settings.checkpoint_interval == 0:
             try:
                 snapshot = self.services.snapshots.load(self.table_id, self.meta.location, record.version)
@@ -313,19 +313,9 @@ class _Committer:
 
     def _fail(self, conflict: ConcurrentModificationException) -> None:
         self._give_up()
-        events.emit(self._event("conflict", exception=type(conflict).__name__))
-        self.services.coordinator.record_event(
-            self.table_id,
-            self.txn_id,
-            {
-                **conflict.to_dict(),
-                # after the conflict's fields, so every event spells table and operation the same way
-                "kind": "conflict",
-                "table": self.meta.name,
-                "operation": self.operation.value,
-                "exception": type(conflict).__name__,
-            },
-            self.settings.event_ttl_seconds,
+        self.services.report(
+            self._event("conflict", exception=type(conflict).__name__),
+            conflict.to_dict(),
         )
 
     def _give_up(self) -> None:

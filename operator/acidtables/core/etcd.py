@@ -183,6 +183,8 @@ class Coordinator:
         self._client: pyetcd.MultiEndpointEtcd3Client | None = None
         self._lease: Any = None
         self._lease_ttl = 30
+        #: (granted at, lease) shared by this process's recorded events (record_event)
+        self._events_lease: tuple[float, Any] = (0.0, None)
         self._keepalive: threading.Thread | None = None
         self._closed = threading.Event()
 
@@ -687,13 +689,25 @@ class Coordinator:
         return RawKey(key.decode(errors="replace").removeprefix(self.prefix + "/"), value, int(mod_revision))
 
     def record_event(self, table_id: str, txn_id: str, event: dict[str, Any], ttl: int) -> None:
-        """Store a conflict/abort/retry for the operator to count; best effort, it never fails a job."""
+        """Store a conflict, retry, exhaustion or abort for the operator to count; best effort, it never
+        fails a job. Every event of this process shares one lease per `ttl / 2` window (one grant per
+        window, not per event), so an event lives between `ttl / 2` and `ttl` seconds."""
         key = f"{self.prefix}/events/{table_id}/{_pad(time.time_ns() // 1000)}-{txn_id}-{random.randrange(1 << 16)}"
         try:
-            lease = self.client.lease(ttl)
+            lease = self._event_lease(ttl)
             self.client.put(key, _dumps(event), lease=lease)
         except Exception as exc:  # metrics must never turn a result into a failure
+            with self._lock:
+                self._events_lease = (0.0, None)  # a lost or revoked lease: grant a new one next time
             logger.info("could not record a %s event in etcd: %s", event.get("kind"), exc)
+
+    def _event_lease(self, ttl: int) -> Any:
+        with self._lock:
+            granted_at, lease = self._events_lease
+            if lease is None or self.timer.now() - granted_at >= ttl / 2:
+                lease = self.client.lease(ttl)
+                self._events_lease = (self.timer.now(), lease)
+            return lease
 
     def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:
         prefix = f"{self.prefix}/events/" + (f"{table_id}/" if table_id else "")

@@ -13,11 +13,13 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import events
 from .errors import CorruptMetadataError
 from .etcd import Coordinator
+from .events import CommitEvent
 from .records import CommitRecord
 from .settings import Settings
 from .snapshot import Snapshot, SnapshotBuilder
@@ -31,6 +33,10 @@ Clock = Callable[[], int]
 
 def wall_clock_us() -> int:
     return time.time_ns() // 1000
+
+
+#: the outcomes recorded in etcd for the operator; commits need no record of their own (the log is one)
+RECORDED_KINDS = frozenset({"conflict", "retry", "exhausted", "aborted"})
 
 
 class Services:
@@ -51,6 +57,29 @@ class Services:
         self.rng = rng or random.Random()
         self._storages: dict[str, Storage] = {}
         self.snapshots = SnapshotCache(self)
+
+    def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
+        """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
+        operator counts cluster-wide (conflict, retry, exhausted, aborted) in etcd: they happen inside
+        Spark drivers and job pods the operator cannot see otherwise. Never raises."""
+        events.emit(event)
+        if event.kind not in RECORDED_KINDS:
+            return
+        self.coordinator.record_event(
+            event.table_id,
+            event.txn_id,
+            {
+                **(detail or {}),
+                # after the detail, so every event spells these the same way
+                "kind": event.kind,
+                "table": f"{event.namespace}.{event.table}",
+                "operation": event.operation,
+                "txn_id": event.txn_id,
+                "retries": event.retries,
+                "exception": event.exception,
+            },
+            self.settings.commit.event_ttl_seconds,
+        )
 
     def storage(self, location: str) -> Storage:
         storage = self._storages.get(location)

@@ -411,7 +411,7 @@ class Transaction:
         self._closed = True
         self.discard_staged(keep=())
         self._forget_inflight()
-        events.emit(
+        self._services.report(
             events.commit_event(
                 "aborted",
                 self.table_name,
@@ -419,12 +419,6 @@ class Transaction:
                 operation=self.operation.value,
                 txn_id=self.txn_id,
             )
-        )
-        self._services.coordinator.record_event(
-            self.metadata.table_id,
-            self.txn_id,
-            {"kind": "aborted", "table": self.table_name, "operation": self.operation.value, "txn_id": self.txn_id},
-            self._services.settings.commit.event_ttl_seconds,
         )
 
     def discard_staged(self, keep: Iterable[str]) -> None:

@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 from acidtables import Catalog
 from acidtables.core import FileKind
 from acidtables.core.storage import txn_of_staging_dir
-from acidtables.errors import InvalidArgumentError
+from acidtables.errors import ConcurrentTransactionException, InvalidArgumentError
 from acidtables.spark import Prepared, SparkTable
+from acidtables.spark.compaction import commit_group, staged_groups
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
 FLAVOURS: dict[str, dict[str, Any]] = {
@@ -376,3 +377,26 @@ def test_partition_values_that_need_escaping_and_nulls_round_trip(spark: SparkSe
     t.compact("major", target_file_bytes=1 << 20)
     assert (4, "a+b", 40.0) in [tuple(r) for r in t.read().collect()]
     assert len(t.read().collect()) == 4
+
+
+@pytest.mark.parametrize("flavour", ["cow", "pk"])
+def test_a_duplicated_compaction_job_commits_each_group_once(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    """Two pods of one CompactionJob (a retry racing a slow first attempt) plan the same groups: the
+    group's application id makes the second commit of a group the named conflict (§13.1 rule 2),
+    whatever the policy would say of two compactions, never a second rewrite."""
+    t = make(spark, catalog, flavour)
+    for i in range(3):
+        t.insert_into(spark.createDataFrame([(500 + i, "2026-11-01", float(i))], SCHEMA))
+    before, version = rows(t.read()), t.table.version
+    first = staged_groups(spark, t.table, "minor", target_file_bytes=1 << 20, job_id="job-uid-1")
+    second = staged_groups(spark, t.table, "minor", target_file_bytes=1 << 20, job_id="job-uid-1")
+    a, b = next(first), next(second)
+    assert a.summary["partition"] == b.summary["partition"]
+    landed = commit_group(t.table, a)
+    assert landed is not None and not landed.skipped
+    with pytest.raises(ConcurrentTransactionException):
+        b.commit()
+    assert t.table.version == version + 1 and rows(t.read()) == before
+    assert not t.table.storage.list_dir(t.table.storage.staging_dir(b.transaction.txn_id))

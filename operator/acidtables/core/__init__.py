@@ -9,6 +9,15 @@ names below (an import-linter contract keeps it so), and the modules behind it s
 """
 
 from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, PreparedCreate, user_data_dir
+from acidtables.core.compaction import (
+    CompactionGroup,
+    CompactionPlan,
+    PartitionFiles,
+    files_in_scope,
+    group_app_id,
+    partition_files,
+    plan_compaction,
+)
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
@@ -51,6 +60,8 @@ __all__ = [
     "CommitEvent",
     "CommitInfo",
     "CommitSettings",
+    "CompactionGroup",
+    "CompactionPlan",
     "ConcurrentModificationException",
     "ConfigurationError",
     "Coordinator",
@@ -66,6 +77,7 @@ __all__ = [
     "KeyChange",
     "Literal",
     "Operation",
+    "PartitionFiles",
     "PreparedCreate",
     "Resync",
     "Settings",
@@ -76,9 +88,13 @@ __all__ = [
     "TableNotFoundError",
     "TimeLike",
     "Transaction",
+    "files_in_scope",
+    "group_app_id",
     "might_match",
     "parse_predicate",
     "parse_target_predicate",
+    "partition_files",
+    "plan_compaction",
     "split_name",
     "subscribe_to_commits",
     "to_datetime",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -24,15 +23,17 @@ from pyspark.sql import functions as F
 
 from acidtables.core import (
     CommitInfo,
+    CompactionPlan,
     ConcurrentModificationException,
     DataFile,
     FileKind,
     InvalidArgumentError,
     Storage,
     Table,
-    TableMetadata,
     Transaction,
-    parse_predicate,
+    files_in_scope,
+    group_app_id,
+    plan_compaction,
 )
 
 from .files import FILE, ROW, VERSION, file_key, write_staged
@@ -42,48 +43,7 @@ from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT
 
 logger = logging.getLogger(__name__)
 
-#: a group holds at most this many files, so one commit stays small and quick
-MAX_GROUP_FILES = 64
 _ORDER = "_acid_order"
-
-
-def _partition_key(f: DataFile) -> tuple[object, ...]:
-    return tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))
-
-
-def plan_groups(
-    meta: TableMetadata, files: Sequence[DataFile], kind: str, target_file_bytes: int
-) -> list[list[DataFile]]:
-    """Groups of files to rewrite together; each group stays inside one partition."""
-    by_partition: dict[tuple[object, ...], list[DataFile]] = defaultdict(list)
-    for f in files:
-        by_partition[_partition_key(f)].append(f)
-    groups: list[list[DataFile]] = []
-    for _, members in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
-        members.sort(key=lambda f: (f.added_version or 0, f.path))
-        if meta.primary_key and kind == "major":
-            # merge-on-read needs every file of the partition at once
-            if len(members) > 1 or any(f.kind is not FileKind.BASE for f in members):
-                groups.append(members)
-            continue
-        if meta.primary_key:
-            candidates = [f for f in members if f.kind is FileKind.CHANGES and f.size_bytes < target_file_bytes]
-        elif kind == "major":
-            candidates = members
-        else:
-            candidates = [f for f in members if f.size_bytes < target_file_bytes * 3 // 4 or f.deletion_vector]
-        bin_: list[DataFile] = []
-        size = 0
-        for f in candidates:
-            if bin_ and (size + f.size_bytes > target_file_bytes or len(bin_) >= MAX_GROUP_FILES):
-                groups.append(bin_)
-                bin_, size = [], 0
-            bin_.append(f)
-            size += f.size_bytes
-        if bin_:
-            groups.append(bin_)
-    # a single clean file is already compact; one with a deletion vector is rewritten to apply it
-    return [g for g in groups if len(g) > 1 or g[0].deletion_vector or (meta.primary_key and kind == "major")]
 
 
 def _ordered(df: DataFrame, storage: Storage, group: Sequence[DataFile]) -> DataFrame:
@@ -118,28 +78,6 @@ def _stage_group(
     tx.add_files(outputs)
 
 
-def _scope(table: Table, where: str | None, method: str) -> list[DataFile]:
-    snapshot = table.snapshot()
-    if where is None:
-        return snapshot.files
-    expr = parse_predicate(where, snapshot.metadata.column_names)
-    if expr is None or not expr.columns() <= set(snapshot.metadata.partition_by):
-        raise InvalidArgumentError(
-            f"{method}(): where={where!r} must be a simple condition on partition columns "
-            f"{list(snapshot.metadata.partition_by)}, e.g. \"dt = '2026-11-01'\""
-        )
-    return snapshot.prune(expr, partitions_only=True)
-
-
-def _plan(table: Table, kind: str, where: str | None, target_file_bytes: int) -> list[list[DataFile]]:
-    """The arguments checked, then the groups to rewrite in the table's current snapshot."""
-    if kind not in ("minor", "major"):
-        raise InvalidArgumentError(f"compact(): kind={kind!r}; use 'minor' or 'major'")
-    if not isinstance(target_file_bytes, int) or target_file_bytes < 1024:
-        raise InvalidArgumentError(f"compact(): target_file_bytes must be an int >= 1024, found {target_file_bytes!r}")
-    return plan_groups(table.metadata, _scope(table, where, "compact"), kind, target_file_bytes)
-
-
 def staged_groups(
     spark: SparkSession,
     table: Table,
@@ -147,6 +85,7 @@ def staged_groups(
     *,
     where: str | None = None,
     target_file_bytes: int = 128 << 20,
+    job_id: str | None = None,
 ) -> Iterator[Prepared]:
     """The plan's groups, each staged in its own transaction, one at a time as the caller asks for the
     next: what `compact()` commits one by one (partial progress), and what a test holds open to let
@@ -155,25 +94,27 @@ def staged_groups(
     The arguments are checked and the plan is made now; a group whose files a concurrent job changed
     after that is not staged at all (the next run picks those files up again). Each yielded group is
     the caller's to commit (`commit_group`) or abort: one left open keeps its staged files until its
-    process ends and cleanup removes them.
+    process ends and cleanup removes them. With `job_id` each group commits under its own application
+    id (core.group_app_id), so a rerun of the same job never commits a group twice.
     """
-    groups = _plan(table, kind, where, target_file_bytes)
-    return _stage_each(spark, table, groups, kind, target_file_bytes)
+    plan = plan_compaction(table.snapshot(), kind, where=where, target_file_bytes=target_file_bytes)
+    return _stage_each(spark, table, plan, job_id)
 
 
-def _stage_each(
-    spark: SparkSession, table: Table, groups: Sequence[Sequence[DataFile]], kind: str, target_file_bytes: int
-) -> Iterator[Prepared]:
-    operation = f"{kind}_compact"
-    for group in groups:
+def _stage_each(spark: SparkSession, table: Table, plan: CompactionPlan, job_id: str | None) -> Iterator[Prepared]:
+    operation = f"{plan.kind}_compact"
+    for group in plan.groups:
         tx = table.begin(operation)
         live = tx.snapshot.files_by_path
-        if any(live.get(f.path) != f for f in group):
+        if any(live.get(f.path) != f for f in group.files):
             tx.abort()
             continue
         with preparing(tx):
-            _stage_group(spark, tx, group, kind, target_file_bytes)
-        yield Prepared(tx, {"files": len(group), "partition": dict(group[0].partition)})
+            if job_id is not None:
+                tx.set_app_transaction(group_app_id(job_id, group), 1)
+            _stage_group(spark, tx, group.files, plan.kind, plan.target_file_bytes)
+        summary = {"files": len(group.files), "bytes": group.size_bytes, "partition": dict(group.partition)}
+        yield Prepared(tx, summary)
 
 
 def commit_group(table: Table, group: Prepared) -> CommitInfo | None:
@@ -200,19 +141,22 @@ def compact(
     where: str | None = None,
     target_file_bytes: int = 128 << 20,
     commit: bool = True,
+    job_id: str | None = None,
 ) -> list[CommitInfo] | Prepared:
     """With `commit`, each group commits right after it is staged and a losing group is skipped;
     without, all groups are staged into one transaction that commits or fails as a whole (what the
     seeds' matrices describe as one compaction job)."""
     if commit:
-        staged = staged_groups(spark, table, kind, where=where, target_file_bytes=target_file_bytes)
+        staged = staged_groups(spark, table, kind, where=where, target_file_bytes=target_file_bytes, job_id=job_id)
         return [info for group in staged if (info := commit_group(table, group)) is not None]
-    groups = _plan(table, kind, where, target_file_bytes)
+    plan = plan_compaction(table.snapshot(), kind, where=where, target_file_bytes=target_file_bytes)
     tx = table.begin(f"{kind}_compact")
     with preparing(tx):
-        for group in groups:
-            _stage_group(spark, tx, group, kind, target_file_bytes)
-    return Prepared(tx, {"groups": len(groups)})
+        if job_id is not None:
+            tx.set_app_transaction(f"compaction/{job_id}", 1)
+        for group in plan.groups:
+            _stage_group(spark, tx, group.files, kind, target_file_bytes)
+    return Prepared(tx, {"groups": len(plan.groups)})
 
 
 def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str | None = None) -> Prepared:
@@ -227,7 +171,7 @@ def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str 
         if missing:
             raise InvalidArgumentError(f"cluster(): {meta.name} has no column(s) {missing}")
         keys = [known[c.lower()] for c in by]
-        files = [f for f in _scope(table, where, "cluster") if f.path in tx.snapshot.files_by_path]
+        files = files_in_scope(tx.snapshot, where, "cluster")
         if not files:
             return Prepared(tx, {"files": 0})
         columns = [c.name for c in meta.columns]

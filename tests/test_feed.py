@@ -122,3 +122,25 @@ def test_a_compacted_history_makes_the_feed_read_the_state_again(
     resync = next(item for item in seen if isinstance(item, Resync))
     assert head_versions([resync]) == [versions[-1]]
     assert feed.revision == resync.revision and feed.up
+
+
+def published_scopes(seen: list[KeyChange | Resync]) -> list[tuple[object, int, str]]:
+    """(partitions, read version, operation) of every in-flight update that carries a scope."""
+    return [
+        (c.value["partitions"], c.value["read_version"], c.value["operation"])
+        for c in seen
+        if isinstance(c, KeyChange) and c.kind == "inflight" and c.value is not None and "partitions" in c.value
+    ]
+
+
+def test_an_in_flight_transaction_publishes_the_partitions_it_writes(catalog: Catalog, feed: ChangeFeed) -> None:
+    table = catalog.create_table("ns.scoped", schema=SCHEMA, partition_by=["dt"])
+    feed.start()
+    tx = table.begin("insert_into")
+    tx.add_files([staged_parquet(tx, {"dt": "a"})])
+    assert published_scopes(collect(feed, lambda seen: bool(published_scopes(seen)))) == [
+        ([{"dt": "a"}], 0, "insert_into")
+    ]
+    tx.set_scope(None)  # the whole table now
+    assert published_scopes(collect(feed, lambda seen: bool(published_scopes(seen)))) == [(None, 0, "insert_into")]
+    tx.abort()

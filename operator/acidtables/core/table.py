@@ -224,7 +224,13 @@ class Table:
         version = int(head.value["version"])
         snapshot = self._services.snapshots.load(self.table_id, self.location, version)
         return Transaction(
-            self._services, snapshot, op, txn_id=txn_id, head_revision=head.mod_revision, user_metadata=user_metadata
+            self._services,
+            snapshot,
+            op,
+            txn_id=txn_id,
+            head_revision=head.mod_revision,
+            user_metadata=user_metadata,
+            registered=info,
         )
 
     @names_damage

@@ -69,8 +69,12 @@ class Transaction:
         txn_id: str,
         head_revision: int,
         user_metadata: Mapping[str, str] | None = None,
+        registered: Mapping[str, Any] | None = None,
     ) -> None:
         self._services = services
+        #: what this process registered as the in-flight key (None: another process registered it)
+        self._registered = dict(registered) if registered is not None else None
+        self._published_partitions: object = None
         self.snapshot = snapshot
         #: etcd mod revision of the head at the read version: what the first compare-and-swap compares
         self.head_revision = head_revision
@@ -177,6 +181,7 @@ class Transaction:
             if self.operation in REWRITES:
                 file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
             self._adds[file.path] = file
+        self._publish_scope()
 
     def remove_files(self, files: Iterable[DataFile | str]) -> None:
         """Mark files of the pinned snapshot as removed (rewritten, overwritten, compacted away)."""
@@ -191,6 +196,7 @@ class Transaction:
             if path in self._adds:
                 raise InvalidArgumentError(f"remove_files(): {path} was added by this transaction")
             self._removes[path] = replace(current, data_change=self.operation not in REWRITES)
+        self._publish_scope()
 
     # --- what was read (conflict-rules §17) ---------------------------------------------------------
 
@@ -255,6 +261,26 @@ class Transaction:
         self._scope = Scope(
             None if partitions is None else tuple(dict(p) for p in partitions), self._parse(predicate, "set_scope")
         )
+        self._publish_scope()
+
+    def _publish_scope(self) -> None:
+        """Add the partitions this transaction writes to its in-flight key, once they are known or grow,
+        so the operator's automatic compaction can pick what cannot lose to it (design §6). Advisory:
+        the conflict rules still decide every commit, so a failure here is only logged."""
+        if self._registered is None or not self.metadata.partition_by:
+            return  # registered elsewhere, or unpartitioned: the key already means the whole table
+        scope = self._scope if self._scope is not None else self._derived_scope()
+        partitions = None if scope.partitions is None else sorted(scope.partitions, key=lambda p: sorted(p.items()))
+        if partitions == self._published_partitions or (partitions == [] and self._published_partitions is None):
+            return
+        self._published_partitions = partitions
+        info = {**self._registered, "read_version": self.read_version, "partitions": partitions}
+        try:
+            self._services.coordinator.update_inflight(
+                self.metadata.table_id, self.txn_id, info, self._services.settings.commit.lease_ttl_seconds
+            )
+        except Exception as exc:  # the operator then treats the transaction as touching any partition
+            logger.info("%s: could not publish the scope of txn %s (%s)", self.table_name, self.txn_id, exc)
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Make the write idempotent: (app_id, version) is applied at most once (D-27)."""

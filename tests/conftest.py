@@ -14,6 +14,7 @@ from uuid import uuid4
 
 import pytest
 from tests.helpers import envtest
+from tests.helpers.operator_process import OperatorProcess
 
 from acidtables import Catalog
 from acidtables.core.embedded import EmbeddedEtcd
@@ -116,3 +117,27 @@ def acidtables_crds(kube_api: envtest.KubeAPI) -> None:
         "crd/acidtables.acidtables.io",
         "crd/compactionjobs.acidtables.io",
     )
+
+
+@pytest.fixture
+def operator_env(
+    kube_api: envtest.KubeAPI, acidtables_crds: None, etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
+) -> dict[str, str]:
+    """The environment an operator process of this test runs with: the API server, etcd, a warehouse."""
+    return {
+        "KUBECONFIG": str(kube_api.kubeconfig),
+        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
+        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
+        "ACIDTABLES_WAREHOUSE": str(tmp_path / "warehouse"),
+    }
+
+
+@pytest.fixture
+def operator(operator_env: dict[str, str], kube_namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """`acidtables operator --namespace <the test's namespace>`, stopped with SIGTERM afterwards."""
+    running = OperatorProcess(tmp_path / "operator.log", operator_env, [kube_namespace])
+    try:
+        yield running
+    finally:
+        code = running.stop()
+        assert code == 0, f"the operator exited with {code} on SIGTERM; its log:\n{running.log()[-6000:]}"

@@ -111,6 +111,20 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--core", action="store_true", help="the transaction core alone: no Spark, small files written with pyarrow"
     )
+
+    operator = sub.add_parser(
+        "operator", parents=options, help="run the Kubernetes operator (kopf) until SIGTERM; needs a kubeconfig"
+    )
+    operator.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch this namespace (repeatable); default: all namespaces",
+    )
+    operator.add_argument(
+        "--liveness", metavar="URL", help="serve liveness at this URL, e.g. http://0.0.0.0:8080/healthz"
+    )
     return parser
 
 
@@ -163,6 +177,12 @@ def _run(args: argparse.Namespace) -> None:
             from .demo.spark import run_spark_demo  # Spark starts only for this command
 
             render(run_spark_demo(), as_json=args.json, out=out)
+        return
+    if args.command == "operator":
+        from acidtables.operator import run as run_operator  # kopf starts only for this command
+
+        with _logging(True):
+            run_operator(namespaces=args.namespace, liveness_endpoint=args.liveness, catalog=_open_catalog(args.local))
         return
     with _open_catalog(args.local) as catalog:
         if args.command == "tables":

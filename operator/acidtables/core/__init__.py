@@ -18,6 +18,7 @@ from acidtables.core.compaction import (
     partition_files,
     plan_compaction,
 )
+from acidtables.core.ddl import parse_schema
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
@@ -27,6 +28,7 @@ from acidtables.core.errors import (
     CoordinatorUnavailable,
     CorruptMetadataError,
     InvalidArgumentError,
+    ProtocolChangedException,
     TableNotFoundError,
 )
 from acidtables.core.etcd import Coordinator
@@ -40,7 +42,7 @@ from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, F
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, Storage
-from acidtables.core.table import Change, HistoryEntry, Table, TimeLike
+from acidtables.core.table import Change, HistoryEntry, InFlight, Table, TimeLike
 from acidtables.core.transaction import Transaction
 
 __all__ = [
@@ -73,12 +75,14 @@ __all__ = [
     "Expr",
     "FileKind",
     "HistoryEntry",
+    "InFlight",
     "InvalidArgumentError",
     "KeyChange",
     "Literal",
     "Operation",
     "PartitionFiles",
     "PreparedCreate",
+    "ProtocolChangedException",
     "Resync",
     "Settings",
     "Snapshot",
@@ -92,6 +96,7 @@ __all__ = [
     "group_app_id",
     "might_match",
     "parse_predicate",
+    "parse_schema",
     "parse_target_predicate",
     "partition_files",
     "plan_compaction",

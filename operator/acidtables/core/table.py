@@ -109,6 +109,35 @@ class Change:
     removed: tuple[DataFile, ...]
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """A running transaction as its registration in etcd describes it (design §2)."""
+
+    txn_id: str
+    operation: str
+    #: µs since the epoch
+    started_at: int | None = None
+    #: the version it read; None until it published its scope
+    read_version: int | None = None
+    #: the partitions it writes; None for the whole table, or while it has not said
+    partitions: tuple[Mapping[str, Any], ...] | None = None
+    #: a registration etcd holds but nobody can read (the transaction is still counted)
+    damaged: str | None = None
+
+    @staticmethod
+    def from_registration(txn_id: str, info: Mapping[str, Any]) -> InFlight:
+        if "damaged" in info:
+            return InFlight(txn_id, "unknown", damaged=str(info["damaged"]))
+        partitions = info.get("partitions")
+        return InFlight(
+            txn_id,
+            str(info.get("operation", "unknown")),
+            info.get("started_at") if isinstance(info.get("started_at"), int) else None,
+            info.get("read_version") if isinstance(info.get("read_version"), int) else None,
+            tuple(dict(p) for p in partitions) if isinstance(partitions, list) else None,
+        )
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -243,6 +272,11 @@ class Table:
         op = Operation.parse(operation, method="resume")
         snapshot = self._services.snapshots.load(self.table_id, self.location, read_version)
         return Transaction(self._services, snapshot, op, txn_id=txn_id, head_revision=head_revision)
+
+    def in_flight(self) -> list[InFlight]:
+        """The transactions running on this table now (their registrations live under leases)."""
+        registered = self._coordinator.list_inflight(self.table_id)
+        return [InFlight.from_registration(txn_id, info) for txn_id, info in sorted(registered.items())]
 
     @names_damage
     def find_commit(self, txn_id: str) -> int | None:

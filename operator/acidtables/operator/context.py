@@ -1,0 +1,150 @@
+"""What the operator's handlers share: the catalog, and the thread that keeps table status in step
+with etcd by following the change feed (one watch per operator, design §6)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from acidtables.core import Catalog, ChangeFeed, Resync, Table, TableNotFoundError
+
+from .status import DEFAULT_SMALL_FILE_BYTES, table_status
+
+logger = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "acidtables.io", "v1alpha1", "acidtables"
+
+_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+}
+
+
+def quantity_bytes(value: object, default: int) -> int:
+    """A Kubernetes quantity (`32Mi`, `128M`, `1000`) in bytes; the CRD has checked its form."""
+    if value is None:
+        return default
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    number = text.rstrip("kMGTi")
+    return int(float(number) * _UNITS[text[len(number) :]])
+
+
+class StatusFollower:
+    """Patches the status of followed AcidTables whenever the feed shows their head or in-flight set
+    change. Runs on its own thread; the kopf handlers only say which resource follows which table."""
+
+    def __init__(self, catalog: Catalog, patch_status: Any) -> None:
+        self.catalog = catalog
+        self.patch_status = patch_status
+        self._followed: dict[str, tuple[str, str, int, Table]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.feed = ChangeFeed(catalog.services.coordinator)
+
+    def follow(self, table: Table, namespace: str, name: str, small_file_bytes: int) -> None:
+        with self._lock:
+            self._followed[table.table_id] = (namespace, name, small_file_bytes, table)
+
+    def unfollow(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._followed = {k: v for k, v in self._followed.items() if v[:2] != (namespace, name)}
+
+    def start(self) -> None:
+        self.feed.start()  # the state now; the handlers' own reconcile wrote the status it implies
+        self._thread = threading.Thread(target=self._run, name="acidtables-status", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.feed.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                got = self.feed.next(0.5)
+                changes = list(got.state) if isinstance(got, Resync) else got
+                touched = {c.table_id for c in changes if c.kind in ("head", "inflight") and c.table_id}
+                for table_id in sorted(touched):
+                    self._refresh(table_id)
+            except Exception:  # a bad moment must not stop status for every table
+                logger.exception("the status follower hit an error; continuing")
+                self._stop.wait(1.0)
+
+    def _refresh(self, table_id: str) -> None:
+        with self._lock:
+            target = self._followed.get(table_id)
+        if target is None:
+            return
+        namespace, name, small_file_bytes, table = target
+        try:
+            status = table_status(table, small_file_bytes=small_file_bytes)
+        except TableNotFoundError:  # dropped behind the resource's back; its handler will say so
+            return
+        self.patch_status(namespace, name, status)
+
+
+def _kubernetes_patcher() -> Any:
+    """A status patcher on the kubernetes client (kubeconfig, or the pod's service account)."""
+    import kubernetes
+
+    try:
+        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+    api = kubernetes.client.CustomObjectsApi()
+
+    def patch(namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)})
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:  # the resource is gone: nothing to show the status on
+                raise
+
+    return patch
+
+
+class OperatorContext:
+    """kopf's `memo`: one per operator process."""
+
+    def __init__(self, catalog: Catalog, *, patch_status: Any = None) -> None:
+        self.catalog = catalog
+        self._patch_status = patch_status
+        self.follower: StatusFollower | None = None
+
+    def start(self) -> None:
+        self.follower = StatusFollower(self.catalog, self._patch_status or _kubernetes_patcher())
+        self.follower.start()
+
+    def stop(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+
+    @staticmethod
+    def small_file_bytes(spec: Mapping[str, Any]) -> int:
+        minor = (spec.get("compaction") or {}).get("minor") or {}
+        return quantity_bytes(minor.get("smallFileBytes"), DEFAULT_SMALL_FILE_BYTES)
+
+    def follow(self, table: Table, namespace: str, name: str, spec: Mapping[str, Any] | None = None) -> None:
+        if self.follower is not None:
+            self.follower.follow(table, namespace, name, self.small_file_bytes(spec or {}))
+
+    def unfollow(self, namespace: str, name: str) -> None:
+        if self.follower is not None:
+            self.follower.unfollow(namespace, name)
+
+
+__all__ = ["OperatorContext", "StatusFollower", "quantity_bytes"]

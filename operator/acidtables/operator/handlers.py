@@ -1,0 +1,110 @@
+"""The kopf handlers: thin. Each reads the resource, calls `tables` (or the job code), and writes status
+and an Event; the decisions live in modules that know nothing of kopf.
+
+kopf keeps its own progress in annotations (not in status, which the CRDs' structural schemas would
+prune), and the deletion finalizer is `acidtables.io/finalizer`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from acidtables.core import AcidTablesError, CoordinatorUnavailable, InvalidArgumentError
+
+from . import conditions, tables
+from .context import OperatorContext
+from .status import table_status
+
+GROUP, VERSION = "acidtables.io", "v1alpha1"
+FINALIZER = "acidtables.io/finalizer"
+
+
+def build_registry() -> kopf.OperatorRegistry:
+    """A registry of this operator's handlers (explicit, so importing this module registers nothing)."""
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        """In a pod, its service account; elsewhere, the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
+        settings.persistence.finalizer = FINALIZER
+        settings.posting.level = logging.INFO
+        settings.watching.server_timeout = 60
+        memo.start()
+
+    @kopf.on.cleanup(registry=registry)
+    def stop(memo: Any, **_: Any) -> None:
+        memo.stop()
+
+    @kopf.on.resume(GROUP, VERSION, "acidtables", registry=registry)
+    @kopf.on.create(GROUP, VERSION, "acidtables", registry=registry)
+    @kopf.on.update(GROUP, VERSION, "acidtables", field="spec", registry=registry)
+    def reconcile_table(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        name: str,
+        namespace: str | None,
+        meta: kopf.Meta,
+        status: kopf.Status,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
+    ) -> None:
+        assert namespace is not None  # both kinds are namespaced (the CRDs say so)
+        context: OperatorContext = memo
+        generation = meta.get("generation")
+        previous = status.get("conditions")
+        try:
+            result = tables.reconcile(context.catalog, namespace, name, spec, known_id=status.get("tableId"))
+        except CoordinatorUnavailable as exc:
+            raise kopf.TemporaryError(str(exc), delay=10) from exc
+        except (tables.DefinitionMismatch, InvalidArgumentError) as exc:
+            reason = "DefinitionMismatch" if isinstance(exc, tables.DefinitionMismatch) else "InvalidSpec"
+            patch.status["observedGeneration"] = generation
+            patch.status["conditions"] = conditions.merged(
+                previous,
+                conditions.condition(previous, conditions.READY, False, reason, str(exc), generation),
+                conditions.condition(previous, conditions.DEGRADED, True, reason, str(exc), generation),
+            )
+            kopf.warn(body, reason=reason, message=str(exc))
+            return  # a permanent error: the status says what to fix, nothing is retried until the spec changes
+        except AcidTablesError as exc:
+            raise kopf.TemporaryError(f"{type(exc).__name__}: {exc}", delay=30) from exc
+        patch.status.update(table_status(result.table, small_file_bytes=context.small_file_bytes(spec)))
+        patch.status["observedGeneration"] = generation
+        message = {
+            "created": f"created table {result.table.name}",
+            "adopted": f"adopted the existing table {result.table.name}",
+            "altered": f"added columns {', '.join(result.added_columns)} to {result.table.name}",
+            "unchanged": f"table {result.table.name} matches the spec",
+        }[result.outcome]
+        patch.status["conditions"] = conditions.merged(
+            previous,
+            conditions.condition(previous, conditions.READY, True, result.outcome.capitalize(), message, generation),
+            conditions.condition(previous, conditions.DEGRADED, False, "AsSpecified", message, generation),
+        )
+        if result.outcome != "unchanged":
+            kopf.info(body, reason=result.outcome.capitalize(), message=message)
+        context.follow(result.table, namespace, name, spec)
+
+    @kopf.on.delete(GROUP, VERSION, "acidtables", registry=registry)
+    def release_table(body: kopf.Body, spec: kopf.Spec, name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+        assert namespace is not None
+        context: OperatorContext = memo
+        policy = spec.get("deletionPolicy", "Retain")
+        try:
+            said = tables.release(context.catalog, namespace, name, deletion_policy=policy)
+        except CoordinatorUnavailable as exc:
+            raise kopf.TemporaryError(str(exc), delay=10) from exc
+        context.unfollow(namespace, name)
+        kopf.info(body, reason="Released", message=said)
+
+    return registry

@@ -1,0 +1,195 @@
+"""AcidTable lifecycle on a real kube-apiserver with the operator running as its own process: create
+(and adopt), status that follows etcd, an added column, an invalid spec, deletion with Retain and Delete.
+Each asserts on the API objects, the Events, etcd and the table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tests.helpers import envtest
+from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.tables import staged_parquet
+
+from acidtables import Catalog
+from acidtables.errors import MetadataChangedException, TableNotFoundError
+
+SPEC: dict[str, Any] = {
+    "schema": [
+        {"name": "id", "type": "bigint", "nullable": False},
+        {"name": "dt", "type": "string"},
+        {"name": "amount", "type": "double"},
+    ],
+    "partitionBy": ["dt"],
+}
+
+
+def table_resource(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "acidtables.io/v1alpha1",
+        "kind": "AcidTable",
+        "metadata": {"name": name},
+        "spec": {**SPEC, **spec},
+    }
+
+
+def apply(kube_api: envtest.KubeAPI, namespace: str, resource: dict[str, Any]) -> None:
+    envtest.kubectl(kube_api, "apply", "-n", namespace, "-f", "-", stdin=json.dumps(resource))
+
+
+def get(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, Any]:
+    path = f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/acidtables/{name}"
+    result: dict[str, Any] = kube_api.request("GET", path)
+    return result
+
+
+def eventually(check: Callable[[], Any], what: str, operator: OperatorProcess, timeout_seconds: float = 60.0) -> Any:
+    """Poll `check` until it returns something truthy (a deadline, not a sleep), naming `what` and
+    showing the operator's log when it never does."""
+    deadline = time.monotonic() + timeout_seconds
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)  # polling interval of the wait, not synchronisation
+    raise AssertionError(
+        f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n" + operator.log()[-6000:]
+    )
+
+
+def condition(resource: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in resource.get("status", {}).get("conditions", []) if c["type"] == type_), None)
+
+
+def events_for(kube_api: envtest.KubeAPI, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = kube_api.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+def catalog_name(namespace: str, name: str) -> str:
+    return f"{namespace.replace('-', '_')}.{name.replace('-', '_')}"
+
+
+def test_a_new_acidtable_becomes_ready_with_its_table_and_status_follows_commits(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    apply(kube_api, kube_namespace, table_resource("orders", primaryKey=["id"], conflictPolicy="maxcompute"))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Ready", "acidtable/orders", "-n", kube_namespace, "--timeout=60s"
+    )
+    resource = get(kube_api, kube_namespace, "orders")
+    status = resource["status"]
+    table = catalog.table(catalog_name(kube_namespace, "orders"))
+    assert (status["tableId"], status["version"], status["conflictPolicy"]) == (table.table_id, 0, "maxcompute")
+    assert status["observedGeneration"] == resource["metadata"]["generation"] == 1
+    assert table.metadata.primary_key == ("id",) and table.metadata.partition_by == ("dt",)
+    assert any(e["reason"] == "Created" for e in events_for(kube_api, kube_namespace, "orders"))
+
+    with table.begin("insert_into") as tx:  # a writer that is not the operator
+        tx.add_files([staged_parquet(tx, {"dt": "2026-11-01"})])
+        tx.commit()
+    followed = eventually(
+        lambda: (
+            get(kube_api, kube_namespace, "orders")["status"].get("version") == 1
+            and get(kube_api, kube_namespace, "orders")["status"]
+        ),
+        "the status showing version 1",
+        operator,
+    )
+    assert (followed["files"], followed["lastCommit"]["operation"]) == (1, "INSERT INTO")
+
+
+def test_adding_a_column_alters_the_table_and_fails_a_concurrent_writer(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    apply(kube_api, kube_namespace, table_resource("grows"))
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/grows", "-n", kube_namespace, "--timeout=60s")
+    table = catalog.table(catalog_name(kube_namespace, "grows"))
+    writer = table.begin("insert_into")
+    writer.add_files([staged_parquet(writer, {"dt": "a"})])
+
+    grown = table_resource("grows")
+    grown["spec"]["schema"] = [*SPEC["schema"], {"name": "note", "type": "string"}]
+    apply(kube_api, kube_namespace, grown)
+    eventually(
+        lambda: get(kube_api, kube_namespace, "grows")["status"].get("observedGeneration") == 2,
+        "observedGeneration 2",
+        operator,
+    )
+    assert [c.name for c in catalog.table(table.name).metadata.columns] == ["id", "dt", "amount", "note"]
+    with pytest.raises(MetadataChangedException):
+        writer.commit()
+
+
+def test_an_invalid_spec_is_a_condition_and_an_event_not_a_crash(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    bad = table_resource("broken")
+    bad["spec"]["schema"] = [{"name": "id", "type": "bigintt"}]
+    bad["spec"]["partitionBy"] = []
+    apply(kube_api, kube_namespace, bad)
+    ready = eventually(
+        lambda: condition(get(kube_api, kube_namespace, "broken"), "Ready"), "a Ready condition", operator
+    )
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert "bigintt" in ready["message"]
+    warning = eventually(
+        lambda: [e for e in events_for(kube_api, kube_namespace, "broken") if e["type"] == "Warning"],
+        "a Warning event",
+        operator,
+    )
+    assert "bigintt" in warning[0]["message"]
+    with pytest.raises(TableNotFoundError):
+        catalog.table(catalog_name(kube_namespace, "broken"))
+    # the operator still serves other resources
+    apply(kube_api, kube_namespace, table_resource("healthy"))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Ready", "acidtable/healthy", "-n", kube_namespace, "--timeout=60s"
+    )
+
+
+def test_an_existing_table_with_the_same_definition_is_adopted_and_a_different_one_is_not_touched(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    same = catalog.create_table(
+        catalog_name(kube_namespace, "same"), schema="id BIGINT NOT NULL, dt STRING, amount DOUBLE", partition_by=["dt"]
+    )
+    other = catalog.create_table(catalog_name(kube_namespace, "other"), schema="id BIGINT")
+    apply(kube_api, kube_namespace, table_resource("same"))
+    apply(kube_api, kube_namespace, table_resource("other"))
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/same", "-n", kube_namespace, "--timeout=60s")
+    assert get(kube_api, kube_namespace, "same")["status"]["tableId"] == same.table_id
+    mismatch = eventually(
+        lambda: condition(get(kube_api, kube_namespace, "other"), "Ready"), "a Ready condition", operator
+    )
+    assert (mismatch["status"], mismatch["reason"]) == ("False", "DefinitionMismatch")
+    assert "schema: the table has (id BIGINT)" in mismatch["message"]
+    assert catalog.table(other.name).metadata.schema_ddl == "id BIGINT"  # never overwritten
+
+
+@pytest.mark.parametrize("policy", ["Retain", "Delete"])
+def test_deletion_honours_the_deletion_policy(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, policy: str
+) -> None:
+    apply(kube_api, kube_namespace, table_resource("doomed", deletionPolicy=policy))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Ready", "acidtable/doomed", "-n", kube_namespace, "--timeout=60s"
+    )
+    table = catalog.table(catalog_name(kube_namespace, "doomed"))
+    with table.begin("insert_into") as tx:
+        written = staged_parquet(tx, {"dt": "a"})
+        tx.add_files([written])
+        tx.commit()
+    envtest.kubectl(kube_api, "delete", "acidtable", "doomed", "-n", kube_namespace, "--timeout=60s")
+    gone = envtest.kubectl(kube_api, "get", "acidtables", "-n", kube_namespace, "-o", "name")
+    assert "doomed" not in gone  # the finalizer was removed once the table was released
+    if policy == "Retain":
+        assert catalog.table(table.name).version == 1
+    else:
+        with pytest.raises(TableNotFoundError):
+            catalog.table(table.name)
+        assert table.storage.file_size(written.path) is None

@@ -129,6 +129,8 @@ def operator_env(
         "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
         "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
         "ACIDTABLES_WAREHOUSE": str(tmp_path / "warehouse"),
+        # a driver pod that has not started in this long fails its attempt (tests hold one on purpose)
+        "ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS": "15",
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from acidtables.core import Catalog, ChangeFeed, Resync, Table, TableNotFoundError
 
+from .config import OperatorConfig
 from .status import DEFAULT_SMALL_FILE_BYTES, table_status
 
 logger = logging.getLogger(__name__)
@@ -97,36 +98,82 @@ class StatusFollower:
         self.patch_status(namespace, name, status)
 
 
-def _kubernetes_patcher() -> Any:
-    """A status patcher on the kubernetes client (kubeconfig, or the pod's service account)."""
-    import kubernetes
+class KubeClient:
+    """The few API calls the operator makes outside kopf's handlers: status from the feed thread, and
+    the driver pods of compaction jobs. Credentials: the pod's service account, else the kubeconfig."""
 
-    try:
-        kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
-    api = kubernetes.client.CustomObjectsApi()
+    def __init__(self) -> None:
+        import kubernetes
 
-    def patch(namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
-            api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)})
-        except kubernetes.client.ApiException as exc:
+            kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except kubernetes.config.ConfigException:
+            kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+        self._errors = kubernetes.client.ApiException
+        self._custom = kubernetes.client.CustomObjectsApi()
+        self._core = kubernetes.client.CoreV1Api()
+        self._client = kubernetes.client.ApiClient()
+
+    def patch_table_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
+            )
+        except self._errors as exc:
             if exc.status != 404:  # the resource is gone: nothing to show the status on
                 raise
 
-    return patch
+    def create_pod(self, manifest: Mapping[str, Any]) -> None:
+        """Create the pod; one of that name already there is this attempt's, created before a restart."""
+        try:
+            body: Any = dict(manifest)  # the client takes a plain manifest as well as a V1Pod
+            self._core.create_namespaced_pod(manifest["metadata"]["namespace"], body)
+        except self._errors as exc:
+            if exc.status != 409:
+                raise
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            pod = self._core.read_namespaced_pod(name, namespace)
+        except self._errors as exc:
+            if exc.status == 404:
+                return None
+            raise
+        result: dict[str, Any] = self._client.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
+        return result
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        except self._errors as exc:
+            if exc.status != 404:
+                raise
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            self._custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs", name)
+        except self._errors as exc:
+            if exc.status != 404:
+                raise
 
 
 class OperatorContext:
     """kopf's `memo`: one per operator process."""
 
-    def __init__(self, catalog: Catalog, *, patch_status: Any = None) -> None:
+    def __init__(self, catalog: Catalog, config: OperatorConfig) -> None:
         self.catalog = catalog
-        self._patch_status = patch_status
+        self.config = config
         self.follower: StatusFollower | None = None
+        self._kube: KubeClient | None = None
+
+    @property
+    def kube(self) -> KubeClient:
+        if self._kube is None:
+            self._kube = KubeClient()
+        return self._kube
 
     def start(self) -> None:
-        self.follower = StatusFollower(self.catalog, self._patch_status or _kubernetes_patcher())
+        self.follower = StatusFollower(self.catalog, self.kube.patch_table_status)
         self.follower.start()
 
     def stop(self) -> None:

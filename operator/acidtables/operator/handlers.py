@@ -8,14 +8,17 @@ prune), and the deletion finalizer is `acidtables.io/finalizer`.
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from acidtables.core import AcidTablesError, CoordinatorUnavailable, InvalidArgumentError
+from acidtables.core import AcidTablesError, CoordinatorUnavailable, InvalidArgumentError, TableNotFoundError
 
-from . import conditions, tables
+from . import compactions, conditions, tables
 from .context import OperatorContext
+from .definition import catalog_name
+from .pods import driver_pod
 from .status import table_status
 
 GROUP, VERSION = "acidtables.io", "v1alpha1"
@@ -106,5 +109,68 @@ def build_registry() -> kopf.OperatorRegistry:
             raise kopf.TemporaryError(str(exc), delay=10) from exc
         context.unfollow(namespace, name)
         kopf.info(body, reason="Released", message=said)
+
+    @kopf.timer(GROUP, VERSION, "compactionjobs", interval=1.0, registry=registry)
+    def drive_compaction(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        name: str,
+        namespace: str | None,
+        meta: kopf.Meta,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
+    ) -> None:
+        """One step of a CompactionJob (compactions.decide), carried out: idempotent, so a restarted
+        operator continues from the status."""
+        assert namespace is not None
+        context: OperatorContext = memo
+        attempts = int(status.get("attempts") or 0)
+        pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
+        decision = compactions.decide(
+            spec,
+            status,
+            pod,
+            datetime.now(UTC),
+            start_timeout=context.config.driver_start_timeout,
+            ttl_seconds=spec.get("ttlSecondsAfterFinished"),
+        )
+        if decision.delete_job:
+            context.kube.delete_job(namespace, name)
+            return
+        attempt = decision.create_attempt
+        if attempt is not None:
+            table = catalog_name(namespace, spec["table"])
+            try:
+                context.catalog.table(table)
+            except TableNotFoundError:
+                decision = compactions.Decision(
+                    status={"phase": "Failed", "message": f"no table {table} (AcidTable {spec['table']})"},
+                    event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),
+                )
+            else:
+                context.kube.create_pod(driver_pod(body, attempt, table, context.config))
+        if decision.delete_pod is not None:
+            context.kube.delete_pod(namespace, decision.delete_pod)
+        if decision.status:
+            patch.status.update(decision.status)
+            patch.status["observedGeneration"] = meta.get("generation")
+            phase = decision.status.get("phase")
+            if phase in compactions.TERMINAL:
+                previous = status.get("conditions")
+                message = str(decision.status.get("message") or phase)
+                patch.status["conditions"] = conditions.merged(
+                    previous,
+                    conditions.condition(
+                        previous, "Succeeded", phase == "Succeeded", str(phase), message, meta.get("generation")
+                    ),
+                    conditions.condition(
+                        previous, "Failed", phase != "Succeeded", str(phase), message, meta.get("generation")
+                    ),
+                )
+        if decision.event is not None:
+            kind, reason, message = decision.event
+            kopf.event(body, type=kind, reason=reason, message=message)
 
     return registry

@@ -10,6 +10,7 @@ import kopf
 
 from acidtables.core import Catalog
 
+from .config import OperatorConfig
 from .context import OperatorContext
 from .handlers import build_registry
 
@@ -27,7 +28,7 @@ def run(
     """Reconcile AcidTables in `namespaces` (all namespaces when empty) against the catalog the
     ACIDTABLES_* environment configures."""
     catalog = catalog or Catalog.connect()
-    context = OperatorContext(catalog)
+    context = OperatorContext(catalog, OperatorConfig.from_env())
     logger.info("acidtables operator starting for %s", ", ".join(namespaces) or "all namespaces")
     try:
         kopf.run(

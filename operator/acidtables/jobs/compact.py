@@ -1,0 +1,124 @@
+"""`python -m acidtables.jobs compact`: one CompactionJob, run in its driver pod.
+
+Groups commit one by one under the job's id (core.group_app_id), so a retried or duplicated pod never
+commits a group twice; a group that loses to a concurrent commit is skipped and the conflict (its
+exception, the winning version and operation) is reported. A job that committed nothing because it lost
+is Conflicted, which the operator does not retry; anything else that stops it is Failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from acidtables.core import AcidTablesError, Catalog, ConcurrentModificationException
+from acidtables.spark import SparkTable, local_session, stop_session
+from acidtables.spark.compaction import staged_groups
+
+from .outcome import JobOutcome
+
+logger = logging.getLogger(__name__)
+
+
+def run_compaction(
+    table: SparkTable,
+    kind: str,
+    *,
+    job_id: str,
+    where: str | None = None,
+    target_file_bytes: int = 128 << 20,
+    cluster_by: Sequence[str] = (),
+) -> JobOutcome:
+    outcome = JobOutcome()
+    if kind == "cluster":
+        try:
+            prepared = table.cluster(list(cluster_by), where=where, commit=False)
+            prepared.transaction.set_app_transaction(f"compaction/{job_id}", 1)
+            removed = prepared.transaction.intent().removes
+            info = prepared.commit()
+        except ConcurrentModificationException as exc:
+            outcome.phase, outcome.conflict, outcome.message = "Conflicted", _conflict(exc), str(exc)[:1000]
+            return outcome
+        if not info.skipped:
+            outcome.committed_versions.append(info.version)
+            outcome.files_removed, outcome.files_added = info.files_removed, info.files_added
+            outcome.bytes_rewritten = sum(f.size_bytes for f in removed)
+        return outcome
+    for group in staged_groups(
+        table.spark, table.table, kind, where=where, target_file_bytes=target_file_bytes, job_id=job_id
+    ):
+        try:
+            info = group.commit()
+        except ConcurrentModificationException as exc:  # skipped; its files stay for the next run
+            outcome.conflict, outcome.message = _conflict(exc), str(exc)[:1000]
+            outcome.groups_skipped += 1
+            continue
+        if info.skipped:  # this job already committed the group (a rerun): nothing new
+            continue
+        outcome.committed_versions.append(info.version)
+        outcome.files_removed += info.files_removed
+        outcome.files_added += info.files_added
+        outcome.bytes_rewritten += int(group.summary.get("bytes", 0))
+    if outcome.groups_skipped and not outcome.committed_versions:
+        outcome.phase = "Conflicted"
+    return outcome
+
+
+def _conflict(exc: ConcurrentModificationException) -> dict[str, object]:
+    """The conflict as status shows it: which commit won, and the named exception."""
+    return {
+        "exception": type(exc).__name__,
+        "message": str(exc)[:1000],
+        "winningVersion": exc.winning_version,
+        "winningOperation": exc.winning_operation,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m acidtables.jobs compact", description=__doc__)
+    parser.add_argument("--table", required=True, help="the table's catalog name, namespace.table")
+    parser.add_argument("--type", required=True, choices=["minor", "major", "cluster"])
+    parser.add_argument("--job-id", required=True, help="the CompactionJob's uid: the commits' application id")
+    parser.add_argument("--where", help="a condition on partition columns")
+    parser.add_argument("--cluster-by", default="", help="comma-separated columns (type cluster)")
+    parser.add_argument("--target-file-bytes", type=int, default=128 << 20)
+    parser.add_argument("--termination-log", help="where to write the outcome (default: $ACIDTABLES_TERMINATION_LOG)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    outcome = JobOutcome()
+    spark = None
+    try:
+        with Catalog.connect() as catalog:
+            table = catalog.table(args.table)
+            memory = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
+            spark = local_session(f"acidtables-compact-{args.job_id[:8]}", memory=memory)
+            outcome = run_compaction(
+                SparkTable(spark, table),
+                args.type,
+                job_id=args.job_id,
+                where=args.where,
+                target_file_bytes=args.target_file_bytes,
+                cluster_by=[c for c in args.cluster_by.split(",") if c],
+            )
+    except AcidTablesError as exc:
+        outcome = JobOutcome(phase="Failed", message=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # the operator must learn why, whatever it was
+        logger.exception("compaction failed")
+        outcome = JobOutcome(phase="Failed", message=f"{type(exc).__name__}: {exc}")
+    finally:
+        if spark is not None:
+            stop_session(spark)
+    outcome.write(args.termination_log)
+    logger.info("compaction of %s: %s", args.table, outcome.to_json())
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The Spark driver pod of one CompactionJob attempt, as a manifest (created through the Kubernetes API:
+no spark-submit JVM in the operator). `executors: 0` runs Spark in local mode inside the pod."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .compactions import pod_name
+from .config import OperatorConfig
+from .context import quantity_bytes
+
+JOB_LABEL = "acidtables.io/compaction-job"
+ATTEMPT_LABEL = "acidtables.io/attempt"
+
+
+def _kubernetes_memory(spark_memory: str) -> str:
+    """Spark's `2g` (binary units, the CRD checked the form) as a Kubernetes quantity, `2Gi`."""
+    unit = spark_memory[-1:].lower()
+    return spark_memory[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}[unit] if unit.isalpha() else spark_memory
+
+
+def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: OperatorConfig) -> dict[str, Any]:
+    meta, spec = job["metadata"], job["spec"]
+    spark = spec.get("spark") or {}
+    command = [
+        "python", "-m", "acidtables.jobs", "compact",
+        "--table", table, "--type", spec["type"], "--job-id", meta["uid"],
+    ]  # fmt: skip
+    if spec.get("where"):
+        command += ["--where", spec["where"]]
+    if spec.get("clusterBy"):
+        command += ["--cluster-by", ",".join(spec["clusterBy"])]
+    if spec.get("targetFileBytes") is not None:
+        command += ["--target-file-bytes", str(quantity_bytes(spec["targetFileBytes"], 128 << 20))]
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(config.job_env.items())]
+    if config.credentials_secret:
+        for variable, key in (("ACIDTABLES_ETCD_USER", "user"), ("ACIDTABLES_ETCD_PASSWORD", "password")):
+            env.append(
+                {"name": variable, "valueFrom": {"secretKeyRef": {"name": config.credentials_secret, "key": key}}}
+            )
+    env.append({"name": "SPARK_DRIVER_MEMORY", "value": spark.get("driverMemory", "2g")})
+    memory = spark.get("driverMemory", "2g")
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(meta["name"], attempt),
+            "namespace": meta["namespace"],
+            "labels": {JOB_LABEL: meta["name"], ATTEMPT_LABEL: str(attempt), "app.kubernetes.io/name": "acidtables"},
+            "ownerReferences": [
+                {
+                    "apiVersion": job["apiVersion"],
+                    "kind": job["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "driver",
+                    "image": spark.get("image") or config.job_image,
+                    "command": command,
+                    "env": env,
+                    "resources": {
+                        "requests": {"memory": memory.upper().rstrip("B") + "i" if memory[-1:].isalpha() else memory}
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+    if config.job_service_account:
+        pod["spec"]["serviceAccountName"] = config.job_service_account
+    return pod

@@ -1,0 +1,82 @@
+"""A CompactionJob's next step as a pure decision (operator/compactions.py): every branch, no cluster."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from acidtables.operator.compactions import decide
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(phase: str, *, created: datetime = NOW, message: str | None = None, code: int = 0) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": phase}
+    if message is not None:
+        state = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "message": message}}
+        status["containerStatuses"] = [{"name": "driver", "state": state}]
+    return {"metadata": {"name": "j-driver-1", "creationTimestamp": stamp(created)}, "status": status}
+
+
+def test_a_new_job_creates_its_first_driver_pod() -> None:
+    decision = decide({}, {}, None, NOW)
+    assert (decision.create_attempt, decision.status["phase"], decision.status["attempts"]) == (1, "Pending", 1)
+
+
+def test_an_outcome_in_the_termination_message_becomes_the_phase_and_result() -> None:
+    outcome = {"phase": "Succeeded", "committedVersion": 7, "filesRemoved": 4, "filesAdded": 1}
+    decision = decide({}, {"phase": "Running", "attempts": 1}, pod("Succeeded", message=json.dumps(outcome)), NOW)
+    assert decision.status["phase"] == "Succeeded"
+    assert decision.status["result"] == {"committedVersion": 7, "filesRemoved": 4, "filesAdded": 1}
+    assert decision.create_attempt is None
+
+
+def test_a_conflict_is_final_and_a_failure_is_retried_with_backoff() -> None:
+    conflicted = json.dumps({"phase": "Conflicted", "conflict": {"winningVersion": 9}})
+    final = decide(
+        {"backoffLimit": 3}, {"attempts": 1, "phase": "Running"}, pod("Failed", message=conflicted, code=3), NOW
+    )
+    assert final.status["phase"] == "Conflicted" and final.create_attempt is None
+    failed = json.dumps({"phase": "Failed", "message": "boom"})
+    retry = decide({"backoffLimit": 3}, {"attempts": 2, "phase": "Running"}, pod("Failed", message=failed, code=1), NOW)
+    assert retry.status["retryAt"] == stamp(NOW + timedelta(seconds=20)) and "phase" not in retry.status
+    again = decide(
+        {"backoffLimit": 3}, {"attempts": 2, "retryAt": retry.status["retryAt"]}, None, NOW + timedelta(seconds=21)
+    )
+    assert (again.create_attempt, again.status["attempts"]) == (3, 3)
+
+
+def test_the_last_allowed_failure_fails_the_job() -> None:
+    failed = json.dumps({"phase": "Failed", "message": "boom"})
+    decision = decide(
+        {"backoffLimit": 0}, {"attempts": 1, "phase": "Running"}, pod("Failed", message=failed, code=1), NOW
+    )
+    assert (decision.status["phase"], decision.status["message"]) == ("Failed", "boom")
+
+
+def test_a_pod_without_an_outcome_is_a_failure_that_says_how_it_ended() -> None:
+    decision = decide({"backoffLimit": 0}, {"attempts": 1}, pod("Failed", message="", code=137), NOW)
+    assert "exit code 137" in decision.status["message"]
+
+
+def test_a_pod_that_does_not_start_in_time_fails_its_attempt() -> None:
+    stuck = pod("Pending", created=NOW - timedelta(seconds=61))
+    decision = decide(
+        {"backoffLimit": 0}, {"attempts": 1, "phase": "Pending"}, stuck, NOW, start_timeout=timedelta(seconds=60)
+    )
+    assert decision.status["phase"] == "Failed" and "did not start within 60 s" in decision.status["message"]
+    assert decision.delete_pod == "j-driver-1"
+    young = pod("Pending", created=NOW - timedelta(seconds=59))
+    assert decide({}, {"attempts": 1, "phase": "Pending"}, young, NOW, start_timeout=timedelta(seconds=60)).status == {}
+
+
+def test_a_finished_job_is_deleted_after_its_ttl_and_not_before() -> None:
+    done = {"phase": "Succeeded", "completionTime": stamp(NOW - timedelta(seconds=100))}
+    assert decide({}, done, None, NOW, ttl_seconds=101).delete_job is False
+    assert decide({}, done, None, NOW, ttl_seconds=100).delete_job is True
+    assert decide({}, done, None, NOW).delete_job is False

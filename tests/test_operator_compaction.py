@@ -1,0 +1,140 @@
+"""CompactionJobs on a real kube-apiserver: the operator creates the driver pod through the API, a test
+kubelet runs it as a local process (real Spark, real etcd, real files), and the outcome reaches status."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers import envtest
+from tests.helpers.kubelet import Kubelet
+from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.tables import staged_parquet
+from tests.test_operator_tables import apply, catalog_name, eventually, table_resource
+
+from acidtables import Catalog, Table
+
+pytestmark = pytest.mark.slow  # each job starts a Spark JVM in its driver process
+
+
+def job_resource(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "acidtables.io/v1alpha1",
+        "kind": "CompactionJob",
+        "metadata": {"name": name},
+        "spec": {"table": "events", "type": "minor", **spec},
+    }
+
+
+def get_job(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = kube_api.request(
+        "GET", f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/compactionjobs/{name}"
+    )
+    return result
+
+
+def small_files(kube_api: envtest.KubeAPI, namespace: str, catalog: Catalog, count: int) -> Table:
+    apply(kube_api, namespace, table_resource("events"))
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/events", "-n", namespace, "--timeout=60s")
+    table = catalog.table(catalog_name(namespace, "events"))
+    for _ in range(count):
+        with table.begin("insert_into") as tx:
+            tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=3)])
+            tx.commit()
+    return table
+
+
+def test_a_compaction_job_rewrites_the_small_files_and_reports_exactly(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    table = small_files(kube_api, kube_namespace, catalog, 4)
+    rows = table.snapshot().row_count
+    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+        apply(kube_api, kube_namespace, job_resource("compact-1"))
+        try:
+            envtest.kubectl(
+                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/compact-1", "-n", kube_namespace,
+                "--timeout=180s",
+            )  # fmt: skip
+        except Exception:
+            log = kubelet.log("compact-1-driver-1")[-4000:]
+            raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
+    job = get_job(kube_api, kube_namespace, "compact-1")
+    status = job["status"]
+    assert (status["phase"], status["attempts"]) == ("Succeeded", 1)
+    assert (status["result"]["filesRemoved"], status["result"]["filesAdded"]) == (4, 1)
+    assert status["result"]["committedVersion"] == table.version == 5
+    snapshot = table.snapshot()
+    assert (len(snapshot.files), snapshot.row_count) == (1, rows)
+    pod = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods/compact-1-driver-1")
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert job["metadata"]["uid"] in pod["spec"]["containers"][0]["command"]
+    assert table.history(limit=1)[0].operation.display == "MINOR COMPACT"
+
+
+def test_a_compaction_job_that_loses_says_which_commit_won(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    table = small_files(kube_api, kube_namespace, catalog, 3)
+    victim = table.snapshot().files[0]
+    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+        apply(kube_api, kube_namespace, job_resource("compact-2"))
+        # the job has pinned its snapshot (its transaction is registered): freeze its node there
+        deadline = time.monotonic() + 120
+        while not any(t.operation == "minor_compact" for t in table.in_flight()):
+            assert time.monotonic() < deadline, kubelet.log("compact-2-driver-1")[-4000:]
+            time.sleep(0.01)  # polling interval of the wait
+        kubelet.pause("compact-2-driver-1")
+        assert table.version == 3  # frozen before its commit
+        with table.begin("delete") as tx:  # a concurrent DELETE removes one of the files it compacts
+            tx.remove_files([victim])
+            winner = tx.commit()
+        kubelet.resume("compact-2-driver-1")
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Failed", "compactionjob/compact-2", "-n", kube_namespace,
+            "--timeout=180s",
+        )  # fmt: skip
+    status = get_job(kube_api, kube_namespace, "compact-2")["status"]
+    assert status["phase"] == "Conflicted" and status["attempts"] == 1  # a lost conflict is not retried
+    conflict = status["result"]["conflict"]
+    assert (conflict["winningVersion"], conflict["winningOperation"]) == (winner.version, "DELETE")
+    assert conflict["exception"] == "ConcurrentDeleteDeleteException"
+    assert table.version == winner.version  # the job committed nothing
+
+
+def test_a_driver_that_never_starts_fails_the_job_instead_of_staying_pending(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    small_files(kube_api, kube_namespace, catalog, 2)
+    with Kubelet(kube_api, kube_namespace, tmp_path, hold=("stuck-*",)):
+        apply(kube_api, kube_namespace, job_resource("stuck", backoffLimit=0))
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Failed", "compactionjob/stuck", "-n", kube_namespace, "--timeout=90s"
+        )
+    status = get_job(kube_api, kube_namespace, "stuck")["status"]
+    assert status["phase"] == "Failed"
+    assert "did not start within 15 s" in status["message"]
+    events = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/events")["items"]
+    assert any(e["reason"] == "Failed" and e["involvedObject"]["name"] == "stuck" for e in events)
+
+
+def test_a_driver_pod_deleted_while_running_fails_the_attempt(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    small_files(kube_api, kube_namespace, catalog, 2)
+    with Kubelet(kube_api, kube_namespace, tmp_path):
+        apply(kube_api, kube_namespace, job_resource("vanish", backoffLimit=0))
+        eventually(
+            lambda: get_job(kube_api, kube_namespace, "vanish").get("status", {}).get("phase") == "Running",
+            "the job running",
+            operator,
+        )
+        envtest.kubectl(kube_api, "delete", "pod", "vanish-driver-1", "-n", kube_namespace, "--wait=false")
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Failed", "compactionjob/vanish", "-n", kube_namespace, "--timeout=90s"
+        )
+    status = get_job(kube_api, kube_namespace, "vanish")["status"]
+    assert status["phase"] == "Failed" and "deleted before it finished" in status["message"]
+    assert "result" not in status  # no outcome was reported, so none is invented

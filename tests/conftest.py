@@ -131,6 +131,8 @@ def operator_env(
         "ACIDTABLES_WAREHOUSE": str(tmp_path / "warehouse"),
         # a driver pod that has not started in this long fails its attempt (tests hold one on purpose)
         "ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS": "15",
+        # a standby takes over this soon after the leader dies
+        "ACIDTABLES_LEADER_LEASE_SECONDS": "3",
     }
 
 

@@ -19,8 +19,13 @@ class OperatorProcess:
         for namespace in namespaces:
             argv += ["--namespace", namespace]
         with log.open("wb") as out:
+            # faulthandler: a process that overstays its SIGTERM dumps every thread's stack on SIGABRT
             self.process = subprocess.Popen(
-                argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                argv,
+                env={**os.environ, "PYTHONFAULTHANDLER": "1", **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
 
     def log(self) -> str:
@@ -33,6 +38,10 @@ class OperatorProcess:
             try:
                 self.process.wait(timeout=timeout_seconds)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                self.process.send_signal(signal.SIGABRT)  # the stacks go to the log, for the failure message
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
         return self.process.returncode

@@ -36,6 +36,7 @@ from acidtables.core.events import CommitEvent
 from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
 from acidtables.core.feed import ChangeFeed, KeyChange, Resync
+from acidtables.core.leader import Leadership, campaign
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
@@ -78,6 +79,7 @@ __all__ = [
     "InFlight",
     "InvalidArgumentError",
     "KeyChange",
+    "Leadership",
     "Literal",
     "Operation",
     "PartitionFiles",
@@ -92,6 +94,7 @@ __all__ = [
     "TableNotFoundError",
     "TimeLike",
     "Transaction",
+    "campaign",
     "files_in_scope",
     "group_app_id",
     "might_match",

@@ -629,6 +629,47 @@ class Coordinator:
                 out[key.rsplit("/", 1)[1]] = {"damaged": str(exc)}
         return out
 
+    # --- leader election (core.leader) ---------------------------------------------------------------
+
+    def try_lead(self, name: str, identity: str, ttl: int) -> tuple[Any, str | None]:
+        """Put `leaders/<name>` = identity under a new lease of `ttl` seconds if nobody holds it.
+        Returns (the lease, None) when this process now leads, else (None, the current holder)."""
+        key = f"{self.prefix}/leaders/{name}"
+        lease = self._call("a leader lease grant", lambda c: c.lease(ttl))
+        won, responses = self._call(
+            "a leader campaign",
+            lambda c: c.transaction(
+                compare=[c.transactions.create(key) == 0],
+                success=[c.transactions.put(key, identity.encode(), lease)],
+                failure=[c.transactions.get(key)],
+            ),
+        )
+        if won:
+            return lease, None
+        try:
+            lease.revoke()
+        except Exception:  # it expires by itself
+            logger.debug("revoking an unused leader lease failed", exc_info=True)
+        held = responses[0] if responses else []
+        return None, held[0][0].decode(errors="replace") if held else None
+
+    def refresh_lead(self, lease: Any) -> bool | None:
+        """Keep a leader lease alive: True when refreshed, False once it has expired (someone else may
+        lead now), None when etcd did not answer (the caller decides how long it may still lead)."""
+        try:
+            responses = lease.refresh()
+        except Exception as exc:
+            logger.info("refreshing the leader lease failed: %s", exc)
+            self._reset_client()
+            return None
+        return bool(responses) and responses[0].TTL > 0
+
+    def resign(self, lease: Any) -> None:
+        try:
+            lease.revoke()
+        except Exception:  # expiry does the same, later
+            logger.debug("revoking the leader lease failed", exc_info=True)
+
     # --- watching: what a change feed starts from and follows (core.feed) ------------------------------
 
     def watched_state(self) -> tuple[int, list[RawKey]]:

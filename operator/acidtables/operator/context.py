@@ -160,9 +160,12 @@ class KubeClient:
 class OperatorContext:
     """kopf's `memo`: one per operator process."""
 
-    def __init__(self, catalog: Catalog, config: OperatorConfig) -> None:
+    def __init__(self, catalog: Catalog, config: OperatorConfig, stop_flag: threading.Event | None = None) -> None:
         self.catalog = catalog
         self.config = config
+        #: kopf's stop flag: set on cleanup too, because kopf waits for it in a worker thread that would
+        #: otherwise keep the process from exiting after a SIGTERM
+        self.stop_flag = stop_flag
         self.follower: StatusFollower | None = None
         self._kube: KubeClient | None = None
 
@@ -179,6 +182,8 @@ class OperatorContext:
     def stop(self) -> None:
         if self.follower is not None:
             self.follower.stop()
+        if self.stop_flag is not None:
+            self.stop_flag.set()
 
     @staticmethod
     def small_file_bytes(spec: Mapping[str, Any]) -> int:

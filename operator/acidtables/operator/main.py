@@ -1,14 +1,23 @@
-"""`acidtables operator`: run the operator until SIGTERM (kopf's own signal handling stops it cleanly)."""
+"""`acidtables operator`: campaign for leadership, then run kopf until SIGTERM or lost leadership.
+
+Exactly one replica acts: the others wait as standbys on the etcd lease (core.leader) and one takes
+over within the lease TTL when the leader dies. A leader that loses its lease stops and exits non-zero
+(Kubernetes restarts it as a standby); tables stay correct either way, every commit being a
+compare-and-swap.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
 import threading
 from collections.abc import Sequence
 
 import kopf
 
-from acidtables.core import Catalog
+from acidtables.core import AcidTablesError, Catalog, campaign
 
 from .config import OperatorConfig
 from .context import OperatorContext
@@ -16,30 +25,55 @@ from .handlers import build_registry
 
 logger = logging.getLogger(__name__)
 
+LEADER_NAME = "operator"
+
+
+class LeadershipLost(AcidTablesError):
+    """The operator's leader lease expired; it stopped acting so a standby can take over."""
+
 
 def run(
     *,
     namespaces: Sequence[str] = (),
     liveness_endpoint: str | None = None,
     catalog: Catalog | None = None,
-    stop_flag: threading.Event | None = None,
-    ready_flag: threading.Event | None = None,
 ) -> None:
-    """Reconcile AcidTables in `namespaces` (all namespaces when empty) against the catalog the
-    ACIDTABLES_* environment configures."""
+    """Reconcile AcidTables and CompactionJobs in `namespaces` (all when empty) against the catalog the
+    ACIDTABLES_* environment configures, while this process leads."""
     catalog = catalog or Catalog.connect()
-    context = OperatorContext(catalog, OperatorConfig.from_env())
-    logger.info("acidtables operator starting for %s", ", ".join(namespaces) or "all namespaces")
+    identity = os.environ.get("ACIDTABLES_OPERATOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    ttl = int(os.environ.get("ACIDTABLES_LEADER_LEASE_SECONDS") or 15)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        leadership = campaign(catalog.services.coordinator, LEADER_NAME, identity, ttl=ttl, stop=stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if leadership is None:  # stopped while a standby
+        catalog.close()
+        return
+    kopf_stop = threading.Event()
+
+    def stop_when_lost() -> None:
+        leadership.lost.wait()
+        kopf_stop.set()
+
+    threading.Thread(target=stop_when_lost, name="acidtables-leadership", daemon=True).start()
+    logger.info("acidtables operator %s acting for %s", identity, ", ".join(namespaces) or "all namespaces")
     try:
         kopf.run(
             registry=build_registry(),
-            memo=context,
+            memo=OperatorContext(catalog, OperatorConfig.from_env(), stop_flag=kopf_stop),
             standalone=True,
             clusterwide=not namespaces,
             namespaces=list(namespaces),
             liveness_endpoint=liveness_endpoint,
-            stop_flag=stop_flag,
-            ready_flag=ready_flag,
+            stop_flag=kopf_stop,
         )
     finally:
+        if not leadership.lost.is_set():
+            leadership.resign()
         catalog.close()
+    if leadership.lost.is_set():
+        raise LeadershipLost(f"{identity} lost the operator's leader lease; a standby takes over")

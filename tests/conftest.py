@@ -17,7 +17,7 @@ from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
 
 from acidtables import Catalog
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
 
 
@@ -133,6 +133,7 @@ def operator_env(
         "ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS": "15",
         # a standby takes over this soon after the leader dies
         "ACIDTABLES_LEADER_LEASE_SECONDS": "3",
+        "ACIDTABLES_METRICS_PORT": str(free_port()),
     }
 
 

@@ -13,6 +13,7 @@ from tests.helpers.tables import etcd_client
 from tests.test_operator_tables import apply, catalog_name, events_for, table_resource
 
 from acidtables import Catalog
+from acidtables.core.embedded import free_port
 
 LEASE_SECONDS = 3
 
@@ -27,7 +28,8 @@ def test_one_of_two_operators_acts_and_the_standby_takes_over_after_sigkill(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], catalog: Catalog, tmp_path: Path
 ) -> None:
     first = OperatorProcess(tmp_path / "a.log", {**operator_env, "ACIDTABLES_OPERATOR_ID": "a"}, [kube_namespace])
-    second = OperatorProcess(tmp_path / "b.log", {**operator_env, "ACIDTABLES_OPERATOR_ID": "b"}, [kube_namespace])
+    second_env = {**operator_env, "ACIDTABLES_OPERATOR_ID": "b", "ACIDTABLES_METRICS_PORT": str(free_port())}
+    second = OperatorProcess(tmp_path / "b.log", second_env, [kube_namespace])
     try:
         deadline = time.monotonic() + 30
         while leader(catalog) is None:

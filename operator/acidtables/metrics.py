@@ -27,7 +27,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from acidtables.core import (
@@ -40,7 +40,15 @@ from acidtables.core import (
     subscribe_to_commits,
 )
 
-__all__ = ["DURATION_BUCKETS_SECONDS", "OUTCOMES", "CommitMetrics", "EtcdEventCollector", "EventSource"]
+__all__ = [
+    "DURATION_BUCKETS_SECONDS",
+    "OUTCOMES",
+    "ClusterMetrics",
+    "CommitMetrics",
+    "EtcdEventCollector",
+    "EventSource",
+    "start_http_server",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -246,3 +254,121 @@ class EtcdEventCollector:
             aborts_family.add_metric([namespace, table], count)
         up_family.add_metric([], 1)
         return [conflicts_family, aborts_family, up_family]
+
+
+class ClusterMetrics:
+    """What every writer in the cluster did, as the operator sees it in etcd (design §2, §6): monotonic
+    `_total` counters of commits (from the table logs), and of conflicts, retries, exhaustions and
+    aborts (from the records core writes under a lease, each counted once by its key, however short it
+    lived), per-table gauges, compaction jobs, and the operator's own health.
+
+    The operator feeds it from its change feed; nothing here talks to etcd or Kubernetes itself.
+    """
+
+    _EVENT_COUNTERS = {"conflict": "conflicts", "retry": "retries", "exhausted": "exhausted", "aborted": "aborts"}
+
+    def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
+        labels = ("namespace", "table", "operation")
+        self.commits = Counter(
+            "acidtables_cluster_commits", "Commits of every writer, from the table logs", labels, registry=registry
+        )
+        self.conflicts = Counter(
+            "acidtables_cluster_conflicts",
+            "Commits of any writer that lost a conflict, by exception",
+            (*labels, "exception"),
+            registry=registry,
+        )
+        self.retries = Counter(
+            "acidtables_cluster_retries",
+            "Rebases of any writer after a lost compare-and-swap",
+            labels,
+            registry=registry,
+        )
+        self.exhausted = Counter(
+            "acidtables_cluster_exhausted", "Commits that ran out of attempts", labels, registry=registry
+        )
+        self.aborts = Counter("acidtables_cluster_aborts", "Transactions aborted", labels, registry=registry)
+        table = ("namespace", "table")
+        self.version = Gauge("acidtables_table_version", "Newest version of a table", table, registry=registry)
+        self.files = Gauge("acidtables_table_files", "Active data files", table, registry=registry)
+        self.small_files = Gauge(
+            "acidtables_table_small_files", "Active files under the small-file size", table, registry=registry
+        )
+        self.bytes = Gauge("acidtables_table_bytes", "Bytes in active data files", table, registry=registry)
+        self.in_flight = Gauge(
+            "acidtables_table_inflight_transactions", "Running transactions", table, registry=registry
+        )
+        self.oldest_in_flight = Gauge(
+            "acidtables_table_oldest_inflight_seconds",
+            "Age of the oldest running transaction",
+            table,
+            registry=registry,
+        )
+        self.jobs = Counter(
+            "acidtables_compaction_jobs",
+            "Finished CompactionJobs by type and result",
+            ("type", "result"),
+            registry=registry,
+        )
+        self.job_seconds = Histogram(
+            "acidtables_compaction_job_duration_seconds",
+            "Time from a CompactionJob's start to its end",
+            ("type", "result"),
+            buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600),
+            registry=registry,
+        )
+        self.bytes_rewritten = Counter(
+            "acidtables_compaction_bytes_rewritten", "Bytes compaction jobs rewrote", ("type",), registry=registry
+        )
+        self.reconcile_errors = Counter(
+            "acidtables_operator_reconcile_errors",
+            "Handler runs that failed and will be retried",
+            ("kind",),
+            registry=registry,
+        )
+        self.watch_up = Gauge("acidtables_operator_etcd_watch_up", "1 while the etcd watch is up", registry=registry)
+        self._seen_events: set[str] = set()
+        self._lock = threading.Lock()
+
+    def recorded_event(self, key: str, event: dict[str, Any]) -> None:
+        """A conflict, retry, exhaustion or abort record (counted once per key: a resync repeats them)."""
+        name = self._EVENT_COUNTERS.get(str(event.get("kind")))
+        if name is None:
+            return
+        with self._lock:
+            if key in self._seen_events:
+                return
+            self._seen_events.add(key)
+        try:
+            namespace, table = split_name(str(event.get("table", "")), method="metrics")
+        except InvalidArgumentError:
+            namespace, table = "", str(event.get("table", ""))
+        operation = _operation_label(str(event.get("operation", "")))
+        if name == "conflicts":
+            self.conflicts.labels(namespace, table, operation, _exception_label(event.get("exception"))).inc()
+        else:
+            getattr(self, name).labels(namespace, table, operation).inc()
+
+    def forget_event(self, key: str) -> None:
+        """The record's lease ended: it can no longer come back, so stop remembering its key."""
+        with self._lock:
+            self._seen_events.discard(key)
+
+    def committed(self, table_name: str, operation: str, count: int = 1) -> None:
+        namespace, table = split_name(table_name, method="metrics")
+        self.commits.labels(namespace, table, _operation_label(operation)).inc(count)
+
+    def table_state(self, table_name: str, status: dict[str, Any], oldest_in_flight_seconds: float) -> None:
+        namespace, table = split_name(table_name, method="metrics")
+        self.version.labels(namespace, table).set(status["version"])
+        self.files.labels(namespace, table).set(status["files"])
+        self.small_files.labels(namespace, table).set(status["smallFiles"])
+        self.bytes.labels(namespace, table).set(status["bytes"])
+        self.in_flight.labels(namespace, table).set(status["inFlight"])
+        self.oldest_in_flight.labels(namespace, table).set(oldest_in_flight_seconds)
+
+    def job_finished(self, kind: str, result: str, seconds: float | None, bytes_rewritten: int) -> None:
+        self.jobs.labels(kind, result).inc()
+        if seconds is not None:
+            self.job_seconds.labels(kind, result).observe(seconds)
+        self.bytes_rewritten.labels(kind).inc(bytes_rewritten)

@@ -36,7 +36,7 @@ class Decision:
     event: tuple[str, str, str] | None = None
 
 
-def _parse_time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -91,7 +91,7 @@ def decide(
     phase = status.get("phase")
     attempts = int(status.get("attempts") or 0)
     if phase in TERMINAL:
-        finished = _parse_time(status.get("completionTime"))
+        finished = parse_time(status.get("completionTime"))
         if ttl_seconds is not None and finished is not None and now >= finished + timedelta(seconds=ttl_seconds):
             return Decision(delete_job=True)
         return Decision()
@@ -101,7 +101,7 @@ def decide(
             create_attempt=1,
             event=("Normal", "Started", "created driver pod attempt 1"),
         )
-    retry_at = _parse_time(status.get("retryAt"))
+    retry_at = parse_time(status.get("retryAt"))
     if retry_at is not None:
         if now < retry_at:
             return Decision()
@@ -126,7 +126,7 @@ def decide(
         )
     if pod_phase == "Running":
         return Decision(status={"phase": "Running"} if phase != "Running" else {})
-    created = _parse_time(pod.get("metadata", {}).get("creationTimestamp")) or now
+    created = parse_time(pod.get("metadata", {}).get("creationTimestamp")) or now
     if now - created > start_timeout:
         why = f"the driver pod did not start within {int(start_timeout.total_seconds())} s ({_waiting_reason(pod)})"
         return _failed_attempt(spec, attempts, now, why, pod.get("metadata", {}).get("name"))

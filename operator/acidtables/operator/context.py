@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from acidtables.core import Catalog, ChangeFeed, Resync, Table, TableNotFoundError
+from acidtables.core import AcidTablesError, Catalog, ChangeFeed, KeyChange, Resync, Table, TableNotFoundError
+from acidtables.metrics import ClusterMetrics
 
 from .config import OperatorConfig
 from .status import DEFAULT_SMALL_FILE_BYTES, table_status
@@ -42,12 +44,19 @@ def quantity_bytes(value: object, default: int) -> int:
 
 
 class StatusFollower:
-    """Patches the status of followed AcidTables whenever the feed shows their head or in-flight set
-    change. Runs on its own thread; the kopf handlers only say which resource follows which table."""
+    """Follows the change feed on its own thread: patches the status of followed AcidTables whenever
+    their head or in-flight set changes, and counts what every writer did (ClusterMetrics): commits
+    from the log between the heads it saw, and the recorded conflicts, retries, exhaustions and aborts.
+    The kopf handlers only say which resource follows which table."""
 
-    def __init__(self, catalog: Catalog, patch_status: Any) -> None:
+    def __init__(self, catalog: Catalog, patch_status: Any, metrics: ClusterMetrics) -> None:
         self.catalog = catalog
         self.patch_status = patch_status
+        self.metrics = metrics
+        #: table id -> catalog name, from the feed's catalog entries
+        self._names: dict[str, str] = {}
+        #: table id -> newest version counted
+        self._versions: dict[str, int] = {}
         self._followed: dict[str, tuple[str, str, int, Table]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -63,7 +72,8 @@ class StatusFollower:
             self._followed = {k: v for k, v in self._followed.items() if v[:2] != (namespace, name)}
 
     def start(self) -> None:
-        self.feed.start()  # the state now; the handlers' own reconcile wrote the status it implies
+        # the state now: the handlers' own reconcile wrote the status it implies; counting starts here
+        self._apply(self.feed.start(), count=False)
         self._thread = threading.Thread(target=self._run, name="acidtables-status", daemon=True)
         self._thread.start()
 
@@ -77,13 +87,45 @@ class StatusFollower:
         while not self._stop.is_set():
             try:
                 got = self.feed.next(0.5)
-                changes = list(got.state) if isinstance(got, Resync) else got
-                touched = {c.table_id for c in changes if c.kind in ("head", "inflight") and c.table_id}
+                self.metrics.watch_up.set(1 if self.feed.up else 0)
+                touched = self._apply(got, count=not isinstance(got, Resync))
                 for table_id in sorted(touched):
                     self._refresh(table_id)
             except Exception:  # a bad moment must not stop status for every table
                 logger.exception("the status follower hit an error; continuing")
                 self._stop.wait(1.0)
+
+    def _apply(self, got: list[KeyChange] | Resync, *, count: bool) -> set[str]:
+        """Take the changes in; returns the tables whose status may have changed."""
+        changes = list(got.state) if isinstance(got, Resync) else got
+        touched: set[str] = set()
+        for change in changes:
+            if change.kind == "catalog" and change.table_id and change.value is not None:
+                self._names[change.table_id] = str(change.value.get("name", ""))
+            elif change.kind == "event":
+                if change.value is not None:
+                    self.metrics.recorded_event(change.key, change.value)
+                elif change.deleted:
+                    self.metrics.forget_event(change.key)
+            elif change.kind in ("head", "inflight") and change.table_id:
+                touched.add(change.table_id)
+                if change.kind == "head" and change.value is not None:
+                    self._count_commits(change.table_id, int(change.value.get("version", 0)), count=count)
+        return touched
+
+    def _count_commits(self, table_id: str, version: int, *, count: bool) -> None:
+        seen = self._versions.get(table_id)
+        self._versions[table_id] = version
+        name = self._names.get(table_id)
+        if not count or seen is None or version <= seen or not name:
+            return
+        try:
+            records = self.catalog.table(name).commits(seen + 1, version)
+        except AcidTablesError as exc:  # dropped meanwhile, or damaged: count what can be counted
+            logger.info("could not read the commits of %s: %s", name, exc)
+            return
+        for record in records:
+            self.metrics.committed(name, record.operation.value)
 
     def _refresh(self, table_id: str) -> None:
         with self._lock:
@@ -93,9 +135,13 @@ class StatusFollower:
         namespace, name, small_file_bytes, table = target
         try:
             status = table_status(table, small_file_bytes=small_file_bytes)
+            in_flight = table.in_flight()
         except TableNotFoundError:  # dropped behind the resource's back; its handler will say so
             return
         self.patch_status(namespace, name, status)
+        now_us = time.time() * 1_000_000
+        started = [t.started_at for t in in_flight if t.started_at is not None]
+        self.metrics.table_state(table.name, status, (now_us - min(started)) / 1_000_000 if started else 0.0)
 
 
 class KubeClient:
@@ -160,9 +206,16 @@ class KubeClient:
 class OperatorContext:
     """kopf's `memo`: one per operator process."""
 
-    def __init__(self, catalog: Catalog, config: OperatorConfig, stop_flag: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        config: OperatorConfig,
+        stop_flag: threading.Event | None = None,
+        metrics: ClusterMetrics | None = None,
+    ) -> None:
         self.catalog = catalog
         self.config = config
+        self.metrics = metrics or ClusterMetrics()
         #: kopf's stop flag: set on cleanup too, because kopf waits for it in a worker thread that would
         #: otherwise keep the process from exiting after a SIGTERM
         self.stop_flag = stop_flag
@@ -176,7 +229,7 @@ class OperatorContext:
         return self._kube
 
     def start(self) -> None:
-        self.follower = StatusFollower(self.catalog, self.kube.patch_table_status)
+        self.follower = StatusFollower(self.catalog, self.kube.patch_table_status, self.metrics)
         self.follower.start()
 
     def stop(self) -> None:

@@ -68,6 +68,7 @@ def build_registry() -> kopf.OperatorRegistry:
         try:
             result = tables.reconcile(context.catalog, namespace, name, spec, known_id=status.get("tableId"))
         except CoordinatorUnavailable as exc:
+            context.metrics.reconcile_errors.labels("AcidTable").inc()
             raise kopf.TemporaryError(str(exc), delay=10) from exc
         except (tables.DefinitionMismatch, InvalidArgumentError) as exc:
             reason = "DefinitionMismatch" if isinstance(exc, tables.DefinitionMismatch) else "InvalidSpec"
@@ -80,6 +81,7 @@ def build_registry() -> kopf.OperatorRegistry:
             kopf.warn(body, reason=reason, message=str(exc))
             return  # a permanent error: the status says what to fix, nothing is retried until the spec changes
         except AcidTablesError as exc:
+            context.metrics.reconcile_errors.labels("AcidTable").inc()
             raise kopf.TemporaryError(f"{type(exc).__name__}: {exc}", delay=30) from exc
         patch.status.update(table_status(result.table, small_file_bytes=context.small_file_bytes(spec)))
         patch.status["observedGeneration"] = generation
@@ -158,6 +160,11 @@ def build_registry() -> kopf.OperatorRegistry:
             patch.status["observedGeneration"] = meta.get("generation")
             phase = decision.status.get("phase")
             if phase in compactions.TERMINAL:
+                started = compactions.parse_time(status.get("startTime"))
+                ended = compactions.parse_time(decision.status.get("completionTime"))
+                seconds = (ended - started).total_seconds() if started and ended else None
+                rewritten = int((decision.status.get("result") or {}).get("bytesRewritten") or 0)
+                context.metrics.job_finished(str(spec.get("type")), str(phase), seconds, rewritten)
                 previous = status.get("conditions")
                 message = str(decision.status.get("message") or phase)
                 patch.status["conditions"] = conditions.merged(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import kopf
 
 from acidtables.core import AcidTablesError, Catalog, campaign
+from acidtables.metrics import ClusterMetrics, start_http_server
 
 from .config import OperatorConfig
 from .context import OperatorContext
@@ -41,6 +42,11 @@ def run(
     """Reconcile AcidTables and CompactionJobs in `namespaces` (all when empty) against the catalog the
     ACIDTABLES_* environment configures, while this process leads."""
     catalog = catalog or Catalog.connect()
+    port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108)
+    metrics = ClusterMetrics()
+    # standbys serve /metrics too (their watch gauge reads 0): one probe fits every replica
+    start_http_server(port)
+    logger.info("metrics on :%d/metrics", port)
     identity = os.environ.get("ACIDTABLES_OPERATOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
     ttl = int(os.environ.get("ACIDTABLES_LEADER_LEASE_SECONDS") or 15)
     stop = threading.Event()
@@ -64,7 +70,7 @@ def run(
     try:
         kopf.run(
             registry=build_registry(),
-            memo=OperatorContext(catalog, OperatorConfig.from_env(), stop_flag=kopf_stop),
+            memo=OperatorContext(catalog, OperatorConfig.from_env(), stop_flag=kopf_stop, metrics=metrics),
             standalone=True,
             clusterwide=not namespaces,
             namespaces=list(namespaces),

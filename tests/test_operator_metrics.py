@@ -1,0 +1,78 @@
+"""/metrics of the operator, scraped: cluster-wide counters include what happened in other processes
+(this test process is one: its commits, conflicts, retries and aborts are counted by the operator from
+etcd, not from anything it saw itself)."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.helpers import envtest
+from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.tables import staged_parquet
+from tests.test_operator_tables import apply, catalog_name, eventually, table_resource
+
+from acidtables import Catalog, Transaction
+from acidtables.errors import ConcurrentAppendException
+
+
+def scrape(port: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_counters_include_what_other_processes_did(
+    kube_api: envtest.KubeAPI,
+    kube_namespace: str,
+    operator: OperatorProcess,
+    operator_env: dict[str, str],
+    catalog: Catalog,
+) -> None:
+    apply(kube_api, kube_namespace, table_resource("counted"))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Ready", "acidtable/counted", "-n", kube_namespace, "--timeout=60s"
+    )
+    table = catalog.table(catalog_name(kube_namespace, "counted"))
+    namespace = kube_namespace.replace("-", "_")
+
+    def append(tx: Transaction) -> Transaction:
+        tx.add_files([staged_parquet(tx, {"dt": "a"})])
+        return tx
+
+    earlier, later = append(table.begin("insert_into")), append(table.begin("insert_into"))
+    earlier.commit()
+    later.commit()  # rebased once: a retry
+    first, second = table.begin("update"), table.begin("update")
+    for tx in (first, second):
+        tx.remove_files(tx.scan("dt = 'a'"))
+        append(tx)
+    first.commit()
+    with pytest.raises(ConcurrentAppendException):
+        second.commit()
+    table.begin("insert_into").abort()
+
+    port = operator_env["ACIDTABLES_METRICS_PORT"]
+    labels = (("namespace", namespace), ("table", "counted"))
+
+    def counted() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+        samples = scrape(port)
+        want = ("acidtables_cluster_aborts_total", tuple(sorted((*labels, ("operation", "insert_into")))))
+        return samples if samples.get(want) == 1 else None
+
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = eventually(counted, "the abort counted", operator)
+
+    def value(name: str, **extra: str) -> float | None:
+        return samples.get((name, tuple(sorted((*labels, *extra.items())))))
+
+    assert value("acidtables_cluster_commits_total", operation="insert_into") == 2
+    assert value("acidtables_cluster_commits_total", operation="update") == 1
+    assert value("acidtables_cluster_retries_total", operation="insert_into") == 1
+    assert value("acidtables_cluster_conflicts_total", operation="update", exception="ConcurrentAppendException") == 1
+    assert value("acidtables_table_version") == 3
+    assert samples[("acidtables_operator_etcd_watch_up", ())] == 1

@@ -38,6 +38,10 @@ class OperatorConfig:
     credentials_secret: str | None = None
     driver_start_timeout: timedelta = timedelta(minutes=5)
     job_env: Mapping[str, str] = field(default_factory=dict)
+    #: how often automatic compaction looks at each table
+    autocompact_interval_seconds: float = 30.0
+    #: the first wait after an automatic compaction lost a conflict; doubles per conflict in a row
+    autocompact_backoff: timedelta = timedelta(minutes=1)
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -49,4 +53,6 @@ class OperatorConfig:
             credentials_secret=env.get("ACIDTABLES_ETCD_CREDENTIALS_SECRET") or None,
             driver_start_timeout=timedelta(seconds=timeout),
             job_env={name: env[name] for name in PASSED_TO_JOBS if env.get(name)},
+            autocompact_interval_seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS") or 30),
+            autocompact_backoff=timedelta(seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_BACKOFF_SECONDS") or 60)),
         )

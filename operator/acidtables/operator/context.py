@@ -195,6 +195,23 @@ class KubeClient:
             if exc.status != 404:
                 raise
 
+    def list_jobs(self, namespace: str) -> list[dict[str, Any]]:
+        listed: Any = self._custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs")
+        items: list[dict[str, Any]] = listed.get("items", [])
+        return items
+
+    def create_job(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a CompactionJob; False if one of that name exists (a decision taken twice)."""
+        try:
+            self._custom.create_namespaced_custom_object(
+                GROUP, VERSION, manifest["metadata"]["namespace"], "compactionjobs", dict(manifest)
+            )
+        except self._errors as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
     def delete_job(self, namespace: str, name: str) -> None:
         try:
             self._custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs", name)

@@ -8,24 +8,33 @@ prune), and the deletion finalizer is `acidtables.io/finalizer`.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
 
-from acidtables.core import AcidTablesError, CoordinatorUnavailable, InvalidArgumentError, TableNotFoundError
+from acidtables.core import (
+    AcidTablesError,
+    CoordinatorUnavailable,
+    InvalidArgumentError,
+    TableNotFoundError,
+    partition_files,
+)
 
-from . import compactions, conditions, tables
+from . import autocompact, compactions, conditions, tables
+from .config import OperatorConfig
 from .context import OperatorContext
 from .definition import catalog_name
 from .pods import driver_pod
 from .status import table_status
 
+logger = logging.getLogger(__name__)
+
 GROUP, VERSION = "acidtables.io", "v1alpha1"
 FINALIZER = "acidtables.io/finalizer"
 
 
-def build_registry() -> kopf.OperatorRegistry:
+def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
     """A registry of this operator's handlers (explicit, so importing this module registers nothing)."""
     registry = kopf.OperatorRegistry()
 
@@ -180,4 +189,89 @@ def build_registry() -> kopf.OperatorRegistry:
             kind, reason, message = decision.event
             kopf.event(body, type=kind, reason=reason, message=message)
 
+    @kopf.timer(GROUP, VERSION, "acidtables", interval=config.autocompact_interval_seconds, registry=registry)
+    def auto_compact(
+        body: kopf.Body, spec: kopf.Spec, status: kopf.Status, name: str, namespace: str | None, memo: Any, **_: Any
+    ) -> None:
+        """Automatic compaction (autocompact.choose): one job per table at a time, never next to a
+        running user job, with backoff after a conflict; each decision an Event with its reason."""
+        compaction = spec.get("compaction") or {}
+        if not compaction.get("auto") or not status.get("tableId"):
+            return
+        assert namespace is not None
+        context: OperatorContext = memo
+        now = datetime.now(UTC)
+        jobs = [j for j in context.kube.list_jobs(namespace) if j["spec"].get("table") == name]
+        if any((j.get("status") or {}).get("phase") not in compactions.TERMINAL for j in jobs):
+            return  # one at a time, and never next to a running job of the user's
+        if _backing_off(jobs, now, context.config.autocompact_backoff):
+            return
+        table = context.catalog.table(catalog_name(namespace, name))
+        thresholds = autocompact.Thresholds.from_spec(compaction)
+        snapshot = table.snapshot()
+
+        def written_at(version: int) -> datetime | None:
+            records = table.commits(version, version)
+            return datetime.fromtimestamp(records[0].committed_at / 1e6, UTC) if records else None
+
+        choice = autocompact.choose(
+            snapshot.metadata.conflict_policy.value,
+            snapshot.metadata.row_level_concurrency,
+            thresholds,
+            partition_files(snapshot, thresholds.small_file_bytes),
+            table.in_flight(),
+            written_at,
+            now,
+        )
+        if choice is None:
+            return
+        job_name = f"{name}-auto-{snapshot.version}-{choice.kind}"[:253]
+        job = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "CompactionJob",
+            "metadata": {
+                "name": job_name,
+                "namespace": namespace,
+                "labels": {AUTOMATIC_LABEL: "true", TABLE_LABEL: name},
+                "ownerReferences": [
+                    {
+                        "apiVersion": body["apiVersion"],
+                        "kind": body["kind"],
+                        "name": name,
+                        "uid": body["metadata"]["uid"],
+                    }
+                ],
+            },
+            "spec": {
+                "table": name,
+                "type": choice.kind,
+                "targetFileBytes": thresholds.target_file_bytes,
+                **({"where": choice.where} if choice.where else {}),
+            },
+        }
+        if context.kube.create_job(job):
+            logger.info("%s/%s: automatic compaction: %s", namespace, name, choice.reason)
+            kopf.info(body, reason="AutoCompaction", message=f"{job_name}: {choice.reason}")
+
     return registry
+
+
+AUTOMATIC_LABEL = "acidtables.io/automatic"
+TABLE_LABEL = "acidtables.io/table"
+
+
+def _backing_off(jobs: list[dict[str, Any]], now: datetime, first_backoff: timedelta) -> bool:
+    """After automatic jobs that lost conflicts in a row, wait first_backoff x 2^(n-1) after the last."""
+    automatic = sorted(
+        (j for j in jobs if (j["metadata"].get("labels") or {}).get(AUTOMATIC_LABEL) == "true"),
+        key=lambda j: str(j["metadata"].get("creationTimestamp")),
+    )
+    streak = 0
+    for job in reversed(automatic):
+        if (job.get("status") or {}).get("phase") != "Conflicted":
+            break
+        streak += 1
+    if streak == 0:
+        return False
+    ended = compactions.parse_time((automatic[-1].get("status") or {}).get("completionTime"))
+    return ended is not None and now < ended + first_backoff * 2 ** (streak - 1)

@@ -67,10 +67,11 @@ def run(
 
     threading.Thread(target=stop_when_lost, name="acidtables-leadership", daemon=True).start()
     logger.info("acidtables operator %s acting for %s", identity, ", ".join(namespaces) or "all namespaces")
+    config = OperatorConfig.from_env()
     try:
         kopf.run(
-            registry=build_registry(),
-            memo=OperatorContext(catalog, OperatorConfig.from_env(), stop_flag=kopf_stop, metrics=metrics),
+            registry=build_registry(config),
+            memo=OperatorContext(catalog, config, stop_flag=kopf_stop, metrics=metrics),
             standalone=True,
             clusterwide=not namespaces,
             namespaces=list(namespaces),

@@ -1,0 +1,124 @@
+"""Automatic compaction: when a table's thresholds are met, which compaction to run, where, and why.
+
+A pure decision over what etcd says (per-partition file counts from core.partition_files, the running
+transactions with the partitions they write, the table's policy), so it is tested without a cluster.
+It is conflict-aware (design §6): it picks what cannot lose to, or make lose, the writers it sees.
+
+* `maxcompute` (primary key): MINOR commits next to INSERT INTO (seed 000: II/MinC both orders OK), so
+  a partition with in-flight or recent writes gets MINOR; MAJOR only where the partition has been quiet
+  for `major.quietFor` and nothing in flight touches it.
+* `maxcompute-transactional`: a small-file merge loses to an INSERT INTO that commits first (seed 001),
+  so only partitions no running transaction writes are compacted.
+* `delta`: compaction never conflicts with a blind append, but an UPDATE/DELETE/MERGE that read the
+  files it rewrites would fail after it (§8.1, without deletion vectors), so partitions such a job is
+  running on are left alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from acidtables.core import InFlight, Literal, PartitionFiles
+
+from .context import quantity_bytes
+
+MODIFYING = frozenset({"update", "delete", "merge"})
+WRITING = frozenset({"insert_into", "insert_overwrite", "truncate", "update", "delete", "merge"})
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def duration(text: str | None, default: timedelta) -> timedelta:
+    """`10m`, `1h30m`, `500ms` (the CRD checked the form)."""
+    if not text:
+        return default
+    seconds = 0.0
+    for number, unit in _DURATION.findall(text):
+        seconds += float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    return timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_small_files: int = 16
+    small_file_bytes: int = 32 << 20
+    min_delta_files: int = 64
+    quiet_for: timedelta = timedelta(minutes=10)
+    target_file_bytes: int = 128 << 20
+
+    @staticmethod
+    def from_spec(compaction: Mapping[str, Any]) -> Thresholds:
+        minor, major = compaction.get("minor") or {}, compaction.get("major") or {}
+        return Thresholds(
+            min_small_files=int(minor.get("minSmallFiles") or 16),
+            small_file_bytes=quantity_bytes(minor.get("smallFileBytes"), 32 << 20),
+            min_delta_files=int(major.get("minDeltaFiles") or 64),
+            quiet_for=duration(major.get("quietFor"), timedelta(minutes=10)),
+            target_file_bytes=quantity_bytes(compaction.get("targetFileBytes"), 128 << 20),
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    kind: str
+    partition: Mapping[str, Literal]
+    #: why, in words: the Event's message
+    reason: str
+
+    @property
+    def where(self) -> str | None:
+        """The partition as the job's `where` (None for an unpartitioned table)."""
+        if not self.partition:
+            return None
+        parts = []
+        for column, value in sorted(self.partition.items()):
+            if value is None:
+                parts.append(f"{column} IS NULL")
+            elif isinstance(value, str):
+                parts.append(f"{column} = '" + value.replace("'", "''") + "'")
+            else:
+                parts.append(f"{column} = {str(value).lower() if isinstance(value, bool) else value}")
+        return " AND ".join(parts)
+
+
+def _touches(txn: InFlight, partition: Mapping[str, Literal]) -> bool:
+    """Whether a running transaction may write `partition` (unknown scope: assume it does)."""
+    return txn.partitions is None or any(dict(p) == dict(partition) for p in txn.partitions)
+
+
+def choose(
+    policy: str,
+    rlc: bool,
+    thresholds: Thresholds,
+    partitions: Sequence[PartitionFiles],
+    in_flight: Sequence[InFlight],
+    written_at: Callable[[int], datetime | None],
+    now: datetime,
+) -> Choice | None:
+    """At most one compaction to run now (the operator runs one per table at a time), or None."""
+    writers = [t for t in in_flight if t.operation in WRITING]
+    for p in sorted(partitions, key=lambda p: (-p.small_files, -p.change_files, repr(sorted(p.partition.items())))):
+        busy = [t for t in writers if _touches(t, p.partition)]
+        last_write = written_at(p.newest_version)
+        quiet = not busy and last_write is not None and now - last_write >= thresholds.quiet_for
+        where = ", ".join(f"{k}={v}" for k, v in sorted(p.partition.items())) or "the table"
+        if policy == "maxcompute":
+            if p.change_files >= thresholds.min_delta_files and quiet:
+                return Choice("major", p.partition, f"{p.change_files} delta files in {where}, quiet for "
+                              f"{int(thresholds.quiet_for.total_seconds())} s: MAJOR")  # fmt: skip
+            if p.small_files >= thresholds.min_small_files or p.change_files >= thresholds.min_delta_files:
+                why = f"{len(busy)} running write(s) there" if busy else "it is not quiet yet"
+                return Choice("minor", p.partition, f"{p.small_files} small files in {where}; MINOR because {why} "
+                              "(MINOR commits next to INSERT INTO)")  # fmt: skip
+            continue
+        if p.small_files < thresholds.min_small_files:
+            continue
+        if policy == "maxcompute-transactional" and busy:
+            continue  # a small-file merge would lose to the insert committing first
+        if policy == "delta" and not rlc and any(t.operation in MODIFYING for t in busy):
+            continue  # an UPDATE/DELETE/MERGE that read these files would fail after us
+        return Choice("minor", p.partition, f"{p.small_files} small files in {where}: MINOR")
+    return None

@@ -1,0 +1,71 @@
+"""Automatic compaction on a real kube-apiserver: after many small inserts the operator creates a
+CompactionJob by itself, and it is conflict-aware: with a writer holding an in-flight INSERT INTO on
+partition p of a `maxcompute` table, it compacts p with MINOR, and the writer's commit still succeeds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+from tests.helpers import envtest
+from tests.helpers.kubelet import Kubelet
+from tests.helpers.operator_process import OperatorProcess
+from tests.test_operator_tables import apply, catalog_name, events_for, table_resource
+
+from acidtables import Catalog
+from acidtables.spark import SparkTable
+
+pytestmark = pytest.mark.slow  # the job starts a Spark JVM in its driver process
+
+SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
+
+
+def automatic_jobs(kube_api: envtest.KubeAPI, namespace: str) -> list[dict[str, Any]]:
+    items = kube_api.request("GET", f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/compactionjobs")["items"]
+    return [j for j in items if (j["metadata"].get("labels") or {}).get("acidtables.io/automatic") == "true"]
+
+
+def test_automatic_minor_compaction_next_to_an_in_flight_insert(
+    kube_api: envtest.KubeAPI,
+    kube_namespace: str,
+    operator: OperatorProcess,
+    catalog: Catalog,
+    spark: SparkSession,
+    tmp_path: Path,
+) -> None:
+    compaction = {"auto": False, "minor": {"minSmallFiles": 3}, "major": {"minDeltaFiles": 3, "quietFor": "1h"}}
+    resource = table_resource("auto", primaryKey=["id"], conflictPolicy="maxcompute", compaction=compaction)
+    apply(kube_api, kube_namespace, resource)
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/auto", "-n", kube_namespace, "--timeout=60s")
+    t = SparkTable(spark, catalog.table(catalog_name(kube_namespace, "auto")))
+    for i in range(3):  # three small delta files in dt=p
+        t.insert_into(spark.createDataFrame([(i, "p", float(i))], SCHEMA))
+    writer = t.insert_into(spark.createDataFrame([(100, "p", 1.0)], SCHEMA), commit=False)  # in flight on dt=p
+    resource["spec"]["compaction"]["auto"] = True  # switched on now, so the writer is in flight when it decides
+    apply(kube_api, kube_namespace, resource)
+    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+        deadline = time.monotonic() + 180
+        while not any(
+            (j.get("status") or {}).get("phase") == "Succeeded" for j in automatic_jobs(kube_api, kube_namespace)
+        ):
+            assert time.monotonic() < deadline, operator.log()[-4000:] + str(kubelet.errors)
+            time.sleep(0.2)  # polling interval of the wait
+    (job,) = automatic_jobs(kube_api, kube_namespace)
+    assert (job["spec"]["type"], job["spec"]["where"]) == ("minor", "dt = 'p'")
+    assert job["metadata"]["ownerReferences"][0]["name"] == "auto"
+    event = next(e for e in events_for(kube_api, kube_namespace, "auto") if e["reason"] == "AutoCompaction")
+    assert "MINOR because 1 running write(s) there" in event["message"]
+
+    info = writer.commit()  # MINOR next to INSERT INTO: the writer still commits (seed 000)
+    assert info.retries == 1
+    history = [h.operation.display for h in t.table.history()]
+    assert history[:2] == ["INSERT INTO", "MINOR COMPACT"]
+    assert sorted(tuple(r) for r in t.read().collect()) == [
+        (0, "p", 0.0),
+        (1, "p", 1.0),
+        (2, "p", 2.0),
+        (100, "p", 1.0),
+    ]

@@ -138,3 +138,34 @@ def test_a_driver_pod_deleted_while_running_fails_the_attempt(
     status = get_job(kube_api, kube_namespace, "vanish")["status"]
     assert status["phase"] == "Failed" and "deleted before it finished" in status["message"]
     assert "result" not in status  # no outcome was reported, so none is invented
+
+
+def test_an_operator_killed_mid_job_and_restarted_neither_duplicates_nor_loses_anything(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], catalog: Catalog, tmp_path: Path
+) -> None:
+    first = OperatorProcess(tmp_path / "first.log", operator_env, [kube_namespace])
+    table = small_files(kube_api, kube_namespace, catalog, 3)
+    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+        apply(kube_api, kube_namespace, job_resource("survive"))
+        eventually(
+            lambda: get_job(kube_api, kube_namespace, "survive").get("status", {}).get("phase") == "Running",
+            "the job running",
+            first,
+        )
+        first.process.kill()  # SIGKILL mid-job: no clean-up of any kind
+        first.process.wait()
+        kubelet.processes["survive-driver-1"].wait(timeout=180)  # the job finishes with no operator watching
+        second = OperatorProcess(tmp_path / "second.log", operator_env, [kube_namespace])
+        try:
+            envtest.kubectl(
+                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/survive", "-n", kube_namespace,
+                "--timeout=120s",
+            )  # fmt: skip
+        finally:
+            assert second.stop() == 0, second.log()[-4000:]
+    status = get_job(kube_api, kube_namespace, "survive")["status"]
+    assert status["attempts"] == 1 and status["result"]["committedVersion"] == table.version
+    pods = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"]
+    assert [p["metadata"]["name"] for p in pods] == ["survive-driver-1"]  # no second pod
+    compactions = [h for h in table.history() if h.operation.display == "MINOR COMPACT"]
+    assert len(compactions) == 1  # no double commit

@@ -1,6 +1,7 @@
-"""`python -m bench [core|spark] [--quick] [--only NAME ...]`: run the benchmarks, print a table, save JSON.
+"""`python -m bench [core|spark|operator] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
 
-With no suite named, core runs and then spark. Results go to bench/results/ (gitignored) as one JSON
+With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS). Results go to
+bench/results/ (gitignored) as one JSON
 document per suite and run, with every sample; the tables on stdout are the summary. Progress lines go
 to stderr.
 """
@@ -11,16 +12,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import core, spark
+from . import core, operator, spark
 
-SUITES = {"core": core, "spark": spark}
+SUITES = {"core": core, "spark": spark, "operator": operator}
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument(
-        "suite", nargs="?", default=None, choices=tuple(SUITES), help="which suite to run (default: core, then spark)"
+        "suite", nargs="?", default=None, choices=tuple(SUITES), help="which suite to run (default: all, in turn)"
     )
     parser.add_argument(
         "--quick",
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=core.BENCHMARKS + spark.BENCHMARKS,
+        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS,
         help="run only this benchmark (repeatable; a suite runs only if one of its benchmarks is named); default: all",
     )
     parser.add_argument(

@@ -144,3 +144,14 @@ def test_an_in_flight_transaction_publishes_the_partitions_it_writes(catalog: Ca
     tx.set_scope(None)  # the whole table now
     assert published_scopes(collect(feed, lambda seen: bool(published_scopes(seen)))) == [(None, 0, "insert_into")]
     tx.abort()
+
+
+def test_a_scope_with_a_null_partition_is_published_too(catalog: Catalog, feed: ChangeFeed) -> None:
+    table = catalog.create_table("ns.nulls", schema=SCHEMA, partition_by=["dt"])
+    feed.start()
+    tx = table.begin("insert_into")
+    tx.add_files([staged_parquet(tx, {"dt": None}), staged_parquet(tx, {"dt": "a"})])
+    assert published_scopes(collect(feed, lambda seen: bool(published_scopes(seen)))) == [
+        ([{"dt": "a"}, {"dt": None}], 0, "insert_into")
+    ]
+    assert tx.commit().version == 1

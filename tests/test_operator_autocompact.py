@@ -36,20 +36,23 @@ def test_automatic_minor_compaction_next_to_an_in_flight_insert(
     spark: SparkSession,
     tmp_path: Path,
 ) -> None:
-    compaction = {"auto": False, "minor": {"minSmallFiles": 3}, "major": {"minDeltaFiles": 3, "quietFor": "1h"}}
+    compaction = {"auto": True, "minor": {"minSmallFiles": 3}, "major": {"minDeltaFiles": 3, "quietFor": "1h"}}
     resource = table_resource("auto", primaryKey=["id"], conflictPolicy="maxcompute", compaction=compaction)
     apply(kube_api, kube_namespace, resource)
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/auto", "-n", kube_namespace, "--timeout=60s")
-    t = SparkTable(spark, catalog.table(catalog_name(kube_namespace, "auto")))
-    for i in range(3):  # three small delta files in dt=p
-        t.insert_into(spark.createDataFrame([(i, "p", float(i))], SCHEMA))
-    writer = t.insert_into(spark.createDataFrame([(100, "p", 1.0)], SCHEMA), commit=False)  # in flight on dt=p
-    resource["spec"]["compaction"]["auto"] = True  # switched on now, so the writer is in flight when it decides
-    apply(kube_api, kube_namespace, resource)
-    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+    with Kubelet(kube_api, kube_namespace, tmp_path, hold=("blocker-*",)) as kubelet:
+        # a job of the user's that never starts: automatic compaction waits beside it, never next to it
+        blocker = {"apiVersion": "acidtables.io/v1alpha1", "kind": "CompactionJob", "metadata": {"name": "blocker"}}
+        apply(kube_api, kube_namespace, {**blocker, "spec": {"table": "auto", "type": "minor"}})
+        t = SparkTable(spark, catalog.table(catalog_name(kube_namespace, "auto")))
+        for i in range(3):  # three small delta files in dt=p: over the threshold
+            t.insert_into(spark.createDataFrame([(i, "p", float(i))], SCHEMA))
+        writer = t.insert_into(spark.createDataFrame([(100, "p", 1.0)], SCHEMA), commit=False)  # in flight on dt=p
+        assert automatic_jobs(kube_api, kube_namespace) == []
+        envtest.kubectl(kube_api, "delete", "compactionjob", "blocker", "-n", kube_namespace)  # now it decides
         deadline = time.monotonic() + 180
         while not any(
-            (j.get("status") or {}).get("phase") == "Succeeded" for j in automatic_jobs(kube_api, kube_namespace)
+            j.get("status", {}).get("phase") == "Succeeded" for j in automatic_jobs(kube_api, kube_namespace)
         ):
             assert time.monotonic() < deadline, operator.log()[-4000:] + str(kubelet.errors)
             time.sleep(0.2)  # polling interval of the wait

@@ -193,3 +193,24 @@ def test_deletion_honours_the_deletion_policy(
         with pytest.raises(TableNotFoundError):
             catalog.table(table.name)
         assert table.storage.file_size(written.path) is None
+
+
+def test_changing_compaction_settings_is_a_metadata_commit(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    apply(kube_api, kube_namespace, table_resource("tuned", compaction={"auto": False}))
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/tuned", "-n", kube_namespace, "--timeout=60s")
+    table = catalog.table(catalog_name(kube_namespace, "tuned"))
+    assert json.loads(table.metadata.properties["acidtables.compaction"]) == {"auto": False}
+    writer = table.begin("insert_into")
+    writer.add_files([staged_parquet(writer, {"dt": "a"})])
+    apply(kube_api, kube_namespace, table_resource("tuned", compaction={"auto": True, "minor": {"minSmallFiles": 4}}))
+    eventually(
+        lambda: get(kube_api, kube_namespace, "tuned")["status"].get("observedGeneration") == 2,
+        "observedGeneration 2",
+        operator,
+    )
+    properties = catalog.table(table.name).metadata.properties
+    assert json.loads(properties["acidtables.compaction"]) == {"auto": True, "minor": {"minSmallFiles": 4}}
+    with pytest.raises(MetadataChangedException):  # concurrent writers see the change, as the rules say
+        writer.commit()

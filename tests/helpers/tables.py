@@ -47,7 +47,7 @@ class CatalogSpec:
         return Catalog(Settings(etcd=etcd, warehouse=self.warehouse, commit=commit or self.commit or CommitSettings()))
 
 
-def write_part(directory: str, name: str, partition: Mapping[str, str], rows: int = 3) -> DataFile:
+def write_part(directory: str, name: str, partition: Mapping[str, str | None], rows: int = 3) -> DataFile:
     """Write a small real Parquet file (columns id, dt) in exclusive mode and describe it."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, name)
@@ -57,7 +57,7 @@ def write_part(directory: str, name: str, partition: Mapping[str, str], rows: in
     return DataFile(path=path, partition=dict(partition), rows=rows, size_bytes=os.path.getsize(path))
 
 
-def staged_parquet(tx: Transaction, partition: Mapping[str, str] | None = None, rows: int = 1) -> DataFile:
+def staged_parquet(tx: Transaction, partition: Mapping[str, str | None] | None = None, rows: int = 1) -> DataFile:
     """A real Parquet file of `rows` rows in the transaction's staging directory, described truthfully
     (the commit proves a file's size and row count)."""
     n = len(os.listdir(tx.staging_dir)) if os.path.isdir(tx.staging_dir) else 0

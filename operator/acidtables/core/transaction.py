@@ -8,6 +8,7 @@ interleave two transactions exactly as the seeds' tables describe by ordering th
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -269,13 +270,15 @@ class Transaction:
         the conflict rules still decide every commit, so a failure here is only logged."""
         if self._registered is None or not self.metadata.partition_by:
             return  # registered elsewhere, or unpartitioned: the key already means the whole table
-        scope = self._scope if self._scope is not None else self._derived_scope()
-        partitions = None if scope.partitions is None else sorted(scope.partitions, key=lambda p: sorted(p.items()))
-        if partitions == self._published_partitions or (partitions == [] and self._published_partitions is None):
-            return
-        self._published_partitions = partitions
-        info = {**self._registered, "read_version": self.read_version, "partitions": partitions}
         try:
+            scope = self._scope if self._scope is not None else self._derived_scope()
+            partitions = None
+            if scope.partitions is not None:  # values of any type, NULL included: order by their JSON
+                partitions = sorted(scope.partitions, key=lambda p: json.dumps(p, sort_keys=True, default=str))
+            if partitions == self._published_partitions or (partitions == [] and self._published_partitions is None):
+                return
+            self._published_partitions = partitions
+            info = {**self._registered, "read_version": self.read_version, "partitions": partitions}
             self._services.coordinator.update_inflight(
                 self.metadata.table_id, self.txn_id, info, self._services.settings.commit.lease_ttl_seconds
             )

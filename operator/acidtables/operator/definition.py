@@ -8,12 +8,15 @@ comes back as an InvalidArgumentError with core's own message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from acidtables.core import Column, InvalidArgumentError, TableMetadata, parse_schema
 
+#: the table property that holds an AcidTable's compaction settings (JSON)
+COMPACTION_PROPERTY = "acidtables.compaction"
 #: core's defaults, spelled out so a spec that leaves them out compares equal to the table it made
 DEFAULT_POLICY_WITH_KEY = "maxcompute"
 DEFAULT_POLICY = "delta"
@@ -33,6 +36,8 @@ class TableDefinition:
     conflict_policy: str
     isolation_level: str | None
     row_level_concurrency: bool
+    #: the spec's compaction settings, kept with the table (a change is a metadata commit)
+    properties: Mapping[str, str]
 
     @staticmethod
     def from_spec(spec: Mapping[str, Any]) -> TableDefinition:
@@ -54,6 +59,7 @@ class TableDefinition:
             conflict_policy=policy,
             isolation_level=level,
             row_level_concurrency=bool(spec.get("rowLevelConcurrency", False)),
+            properties={COMPACTION_PROPERTY: json.dumps(spec.get("compaction") or {}, sort_keys=True)},
         )
 
     def create_options(self) -> dict[str, Any]:
@@ -65,6 +71,7 @@ class TableDefinition:
             "conflict_policy": self.conflict_policy,
             "isolation_level": self.isolation_level,
             "row_level_concurrency": self.row_level_concurrency,
+            "properties": dict(self.properties),
         }
 
     def differences(self, meta: TableMetadata, *, location: str) -> list[str]:
@@ -87,6 +94,11 @@ class TableDefinition:
         if self.location is not None and self.location.rstrip("/") != location.rstrip("/"):
             out.append(f"location: the table is at {location}, the spec says {self.location}")
         return out
+
+    def changed_properties(self, meta: TableMetadata) -> dict[str, str]:
+        """Properties the spec sets to other values than the table has (an ALTER ... SET TBLPROPERTIES)."""
+        have = {COMPACTION_PROPERTY: "{}", **meta.properties}  # no settings and empty settings are the same
+        return {k: v for k, v in self.properties.items() if have.get(k) != v}
 
     def added_columns(self, meta: TableMetadata) -> list[Column]:
         """Columns the spec appends to the table's schema (an ALTER ... ADD COLUMNS)."""

@@ -97,7 +97,15 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         message = {
             "created": f"created table {result.table.name}",
             "adopted": f"adopted the existing table {result.table.name}",
-            "altered": f"added columns {', '.join(result.added_columns)} to {result.table.name}",
+            "altered": f"altered {result.table.name}: "
+            + "; ".join(
+                part
+                for part in (
+                    f"added columns {', '.join(result.added_columns)}" if result.added_columns else "",
+                    "compaction settings changed" if result.changed_properties else "",
+                )
+                if part
+            ),
             "unchanged": f"table {result.table.name} matches the spec",
         }[result.outcome]
         patch.status["conditions"] = conditions.merged(
@@ -191,18 +199,41 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
 
     @kopf.timer(GROUP, VERSION, "acidtables", interval=config.autocompact_interval_seconds, registry=registry)
     def auto_compact(
-        body: kopf.Body, spec: kopf.Spec, status: kopf.Status, name: str, namespace: str | None, memo: Any, **_: Any
+        body: kopf.Body,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        meta: kopf.Meta,
+        name: str,
+        namespace: str | None,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
     ) -> None:
-        """Automatic compaction (autocompact.choose): one job per table at a time, never next to a
-        running user job, with backoff after a conflict; each decision an Event with its reason."""
-        compaction = spec.get("compaction") or {}
-        if not compaction.get("auto") or not status.get("tableId"):
+        """The Compacting condition, and automatic compaction (autocompact.choose): one job per table at
+        a time, never next to a running user job, with backoff after a conflict; each decision an Event
+        with its reason."""
+        if not status.get("tableId"):
             return
         assert namespace is not None
         context: OperatorContext = memo
         now = datetime.now(UTC)
         jobs = [j for j in context.kube.list_jobs(namespace) if j["spec"].get("table") == name]
-        if any((j.get("status") or {}).get("phase") not in compactions.TERMINAL for j in jobs):
+        running = [
+            j["metadata"]["name"] for j in jobs if (j.get("status") or {}).get("phase") not in compactions.TERMINAL
+        ]
+        previous = status.get("conditions")
+        compacting = next((c for c in previous or () if c.get("type") == conditions.COMPACTING), None)
+        if compacting is None or (compacting.get("status") == "True") != bool(running):
+            message = f"running: {', '.join(running)}" if running else "no compaction job running"
+            reason = "JobRunning" if running else "Idle"
+            patch.status["conditions"] = conditions.merged(
+                previous,
+                conditions.condition(
+                    previous, conditions.COMPACTING, bool(running), reason, message, meta.get("generation")
+                ),
+            )
+        compaction = spec.get("compaction") or {}
+        if not compaction.get("auto") or running:
             return  # one at a time, and never next to a running job of the user's
         if _backing_off(jobs, now, context.config.autocompact_backoff):
             return

@@ -39,6 +39,7 @@ class Reconciled:
     #: "created", "adopted" (an existing table with this definition) or "unchanged"
     outcome: str
     added_columns: list[str] = field(default_factory=list)
+    changed_properties: list[str] = field(default_factory=list)
 
 
 def reconcile(
@@ -61,10 +62,12 @@ def reconcile(
     if differences:
         raise DefinitionMismatch(full, differences)
     added = definition.added_columns(table.metadata)
-    if added:
-        catalog.alter_table(full, add_columns=added)
-        logger.info("added columns %s to %s", [c.name for c in added], full)
-        return Reconciled(catalog.table(full), "altered", [c.name for c in added])
+    properties = definition.changed_properties(table.metadata)
+    if added or properties:
+        # one metadata commit, so writers that overlap it fail with MetadataChanged as the rules say
+        catalog.alter_table(full, add_columns=added or None, properties=properties or None)
+        logger.info("altered %s: columns %s, properties %s", full, [c.name for c in added], sorted(properties))
+        return Reconciled(catalog.table(full), "altered", [c.name for c in added], sorted(properties))
     return Reconciled(table, "unchanged" if known_id == table.table_id else "adopted")
 
 

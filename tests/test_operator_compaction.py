@@ -169,3 +169,39 @@ def test_an_operator_killed_mid_job_and_restarted_neither_duplicates_nor_loses_a
     assert [p["metadata"]["name"] for p in pods] == ["survive-driver-1"]  # no second pod
     compactions = [h for h in table.history() if h.operation.display == "MINOR COMPACT"]
     assert len(compactions) == 1  # no double commit
+
+
+def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    table = small_files(kube_api, kube_namespace, catalog, 2)
+    rows = table.snapshot().row_count
+    with Kubelet(kube_api, kube_namespace, tmp_path):
+        apply(
+            kube_api, kube_namespace, job_resource("sort", type="cluster", clusterBy=["id"], ttlSecondsAfterFinished=2)
+        )
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Succeeded", "compactionjob/sort", "-n", kube_namespace, "--timeout=180s"
+        )
+        status = get_job(kube_api, kube_namespace, "sort")["status"]
+        assert status["result"]["committedVersion"] == table.version
+        assert table.history(limit=1)[0].operation.display == "CLUSTER"
+        assert table.snapshot().row_count == rows
+        eventually(
+            lambda: "sort" not in envtest.kubectl(kube_api, "get", "cjob", "-n", kube_namespace, "-o", "name"),
+            "the finished job deleted after its TTL",
+            operator,
+        )
+
+
+def test_a_job_for_a_table_that_does_not_exist_fails_and_says_so(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess
+) -> None:
+    apply(kube_api, kube_namespace, job_resource("orphan", table="ghost"))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Failed", "compactionjob/orphan", "-n", kube_namespace, "--timeout=60s"
+    )
+    status = get_job(kube_api, kube_namespace, "orphan")["status"]
+    assert status["phase"] == "Failed" and f"no table {catalog_name(kube_namespace, 'ghost')}" in status["message"]
+    pods = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"]
+    assert pods == []  # nothing was launched for it

@@ -12,9 +12,11 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from acidtables.core import AcidTablesError, Catalog, ConcurrentModificationException
+from pyspark.sql import SparkSession
+
+from acidtables.core import AcidTablesError, Catalog, ConcurrentModificationException, InvalidArgumentError
 from acidtables.spark import SparkTable, local_session, stop_session
 from acidtables.spark.compaction import staged_groups
 
@@ -77,6 +79,51 @@ def _conflict(exc: ConcurrentModificationException) -> dict[str, object]:
     }
 
 
+def spark_conf(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, str]:
+    """Spark settings of a driver with executors on Kubernetes in client mode (the issue's recipe: the
+    API server at kubernetes.default.svc:443, the driver's host and pod name from the downward API so
+    executors are owned by this pod, the pod's service-account token), then the job's own `--conf`."""
+    conf = {}
+    if args.executors:
+        account = "/var/run/secrets/kubernetes.io/serviceaccount"
+        conf.update(
+            {
+                "spark.master": "k8s://https://kubernetes.default.svc:443",
+                "spark.submit.deployMode": "client",
+                "spark.executor.instances": str(args.executors),
+                "spark.executor.memory": args.executor_memory,
+                "spark.driver.host": env.get("POD_IP", ""),
+                "spark.driver.bindAddress": "0.0.0.0",
+                "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
+                "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
+                "spark.kubernetes.container.image": env.get("ACIDTABLES_JOB_IMAGE", ""),
+                "spark.kubernetes.authenticate.oauthTokenFile": f"{account}/token",
+                "spark.kubernetes.authenticate.caCertFile": f"{account}/ca.crt",
+                "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "acidtables")[:40],
+            }
+        )
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--conf {item!r}: write KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
+def _session(args: argparse.Namespace) -> SparkSession:
+    memory = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
+    conf = spark_conf(args, os.environ)
+    if not args.executors and not conf:
+        return local_session(f"acidtables-compact-{args.job_id[:8]}", memory=memory)
+    name = f"acidtables-compact-{args.job_id[:8]}"
+    builder = SparkSession.builder.appName(name).config("spark.driver.memory", memory)
+    if not args.executors:
+        builder = builder.master("local[*]")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m acidtables.jobs compact", description=__doc__)
     parser.add_argument("--table", required=True, help="the table's catalog name, namespace.table")
@@ -85,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--where", help="a condition on partition columns")
     parser.add_argument("--cluster-by", default="", help="comma-separated columns (type cluster)")
     parser.add_argument("--target-file-bytes", type=int, default=128 << 20)
+    parser.add_argument("--executors", type=int, default=0, help="0: Spark in local mode in this pod")
+    parser.add_argument("--executor-memory", default="4g")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting")
     parser.add_argument("--termination-log", help="where to write the outcome (default: $ACIDTABLES_TERMINATION_LOG)")
     return parser
 
@@ -97,8 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Catalog.connect() as catalog:
             table = catalog.table(args.table)
-            memory = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
-            spark = local_session(f"acidtables-compact-{args.job_id[:8]}", memory=memory)
+            spark = _session(args)
             outcome = run_compaction(
                 SparkTable(spark, table),
                 args.type,

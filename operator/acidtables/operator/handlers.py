@@ -147,11 +147,12 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         context: OperatorContext = memo
         attempts = int(status.get("attempts") or 0)
         pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
+        now = datetime.now(UTC)
         decision = compactions.decide(
             spec,
             status,
             pod,
-            datetime.now(UTC),
+            now,
             start_timeout=context.config.driver_start_timeout,
             ttl_seconds=spec.get("ttlSecondsAfterFinished"),
         )
@@ -165,7 +166,11 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
                 context.catalog.table(table)
             except TableNotFoundError:
                 decision = compactions.Decision(
-                    status={"phase": "Failed", "message": f"no table {table} (AcidTable {spec['table']})"},
+                    status={
+                        "phase": "Failed",
+                        "completionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        "message": f"no table {table} (AcidTable {spec['table']})",
+                    },
                     event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),
                 )
             else:

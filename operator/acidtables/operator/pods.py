@@ -33,6 +33,11 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
         command += ["--cluster-by", ",".join(spec["clusterBy"])]
     if spec.get("targetFileBytes") is not None:
         command += ["--target-file-bytes", str(quantity_bytes(spec["targetFileBytes"], 128 << 20))]
+    executors = int(spark.get("executors") or 0)
+    if executors:
+        command += ["--executors", str(executors), "--executor-memory", spark.get("executorMemory", "4g")]
+    for key, value in sorted((spark.get("conf") or {}).items()):
+        command += ["--conf", f"{key}={value}"]
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(config.job_env.items())]
     if config.credentials_secret:
         for variable, key in (("ACIDTABLES_ETCD_USER", "user"), ("ACIDTABLES_ETCD_PASSWORD", "password")):
@@ -40,6 +45,15 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
                 {"name": variable, "valueFrom": {"secretKeyRef": {"name": config.credentials_secret, "key": key}}}
             )
     env.append({"name": "SPARK_DRIVER_MEMORY", "value": spark.get("driverMemory", "2g")})
+    # Spark on Kubernetes in client mode: the driver names itself and its address from the downward
+    # API, so executors are owned by this pod and reach it; they run the driver's own image
+    for variable, path in (
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+        ("POD_IP", "status.podIP"),
+    ):
+        env.append({"name": variable, "valueFrom": {"fieldRef": {"fieldPath": path}}})
+    env.append({"name": "ACIDTABLES_JOB_IMAGE", "value": spark.get("image") or config.job_image})
     memory = spark.get("driverMemory", "2g")
     pod: dict[str, Any] = {
         "apiVersion": "v1",

@@ -3,6 +3,7 @@ kubelet runs it as a local process (real Spark, real etcd, real files), and the 
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -187,11 +188,15 @@ def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
         assert status["result"]["committedVersion"] == table.version
         assert table.history(limit=1)[0].operation.display == "CLUSTER"
         assert table.snapshot().row_count == rows
-        eventually(
-            lambda: "sort" not in envtest.kubectl(kube_api, "get", "cjob", "-n", kube_namespace, "-o", "name"),
-            "the finished job deleted after its TTL",
-            operator,
-        )
+        try:
+            eventually(
+                lambda: "sort" not in envtest.kubectl(kube_api, "get", "cjob", "-n", kube_namespace, "-o", "name"),
+                "the finished job deleted after its TTL",
+                operator,
+                timeout_seconds=20,
+            )
+        except AssertionError:
+            raise AssertionError(json.dumps(get_job(kube_api, kube_namespace, "sort")["metadata"], indent=1)) from None
 
 
 def test_a_job_for_a_table_that_does_not_exist_fails_and_says_so(

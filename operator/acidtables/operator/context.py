@@ -213,7 +213,13 @@ class KubeClient:
         return True
 
     def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a finished CompactionJob. kopf's finalizer (it keeps one on resources with timers) is
+        dropped first: this call comes from the job's own timer, which kopf would otherwise wait for
+        while the job waits for kopf, forever."""
         try:
+            self._custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, "compactionjobs", name, {"metadata": {"finalizers": None}}
+            )
             self._custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs", name)
         except self._errors as exc:
             if exc.status != 404:

@@ -57,6 +57,10 @@ class StatusFollower:
         self._names: dict[str, str] = {}
         #: table id -> newest version counted
         self._versions: dict[str, int] = {}
+        #: a table's status is recomputed at most this often: a burst of commits costs one update
+        self.min_refresh_seconds = 0.1
+        self._refreshed: dict[str, float] = {}
+        self._pending: set[str] = set()
         self._followed: dict[str, tuple[str, str, int, Table]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -86,11 +90,15 @@ class StatusFollower:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                got = self.feed.next(0.5)
+                got = self.feed.next(self.min_refresh_seconds if self._pending else 0.5)
                 self.metrics.watch_up.set(1 if self.feed.up else 0)
-                touched = self._apply(got, count=not isinstance(got, Resync))
-                for table_id in sorted(touched):
-                    self._refresh(table_id)
+                self._pending |= self._apply(got, count=not isinstance(got, Resync))
+                now = time.monotonic()
+                for table_id in sorted(self._pending):
+                    if now - self._refreshed.get(table_id, 0.0) >= self.min_refresh_seconds:
+                        self._pending.discard(table_id)
+                        self._refreshed[table_id] = now
+                        self._refresh(table_id)
             except Exception:  # a bad moment must not stop status for every table
                 logger.exception("the status follower hit an error; continuing")
                 self._stop.wait(1.0)

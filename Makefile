@@ -8,10 +8,13 @@ INSTALL_STAMP := $(VENV)/.acidtables-installed
 # The S3-protocol test server (moto) gets a venv of its own; see its rule below.
 S3_VENV ?= .venv-s3
 S3_STAMP := $(S3_VENV)/.moto-installed
+# Helm's own engine (helm-sdkpy) needs Python 3.12+: a venv of its own, from pyenv's 3.12 or a python3.12
+HELM_VENV ?= .venv-helm
+HELM_STAMP := $(HELM_VENV)/.helm-installed
 
 .PHONY: install test test-fast lint demo bench
 
-install: $(INSTALL_STAMP) $(S3_STAMP)
+install: $(INSTALL_STAMP) $(S3_STAMP) $(HELM_STAMP)
 
 $(PYTHON):
 	python3 -m venv $(VENV)
@@ -28,6 +31,14 @@ $(S3_STAMP):
 	$(S3_VENV)/bin/python -m pip install -q --upgrade pip
 	$(S3_VENV)/bin/python -m pip install -q 'moto[server]>=5'
 	touch $(S3_STAMP)
+
+$(HELM_STAMP):
+	@# python3.12 on PATH (pyenv's shim with PYENV_VERSION), else pyenv installs one (CI on a bare machine)
+	PYENV_VERSION=3.12.1 python3.12 --version >/dev/null 2>&1 || pyenv install -s 3.12.1
+	PYENV_VERSION=3.12.1 python3.12 -m venv $(HELM_VENV)
+	$(HELM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HELM_VENV)/bin/python -m pip install -q 'helm-sdkpy>=0.1.32'
+	touch $(HELM_STAMP)
 
 test: install
 	$(PYTHON) -m pytest -m "not e2e" -q

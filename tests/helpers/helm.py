@@ -1,0 +1,29 @@
+"""Run Helm's engine (tests/helpers/helm_driver.py under the helm venv) against the envtest API server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+DRIVER = Path(__file__).with_name("helm_driver.py")
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON_VARIABLE = "ACIDTABLES_HELM_PYTHON"
+
+
+def helm_python() -> Path | None:
+    """The interpreter that has helm-sdkpy: $ACIDTABLES_HELM_PYTHON, else make's .venv-helm."""
+    raw = os.environ.get(PYTHON_VARIABLE) or str(ROOT / ".venv-helm" / "bin" / "python")
+    return Path(raw) if Path(raw).exists() else None
+
+
+def helm(python: Path, kubeconfig: Path | None, *args: str) -> dict[str, Any]:
+    env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
+    done = subprocess.run([str(python), str(DRIVER), *args], capture_output=True, text=True, timeout=300, env=env)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise AssertionError(f"the helm driver printed no answer (exit {done.returncode}): {done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(lines[-1])
+    return answer

@@ -153,3 +153,20 @@ def test_bad_values_are_refused_by_the_schema_with_the_reason(
     answer = install(kube_api, helm_bin, release, values)
     assert not answer["ok"]
     assert "values don't meet the specifications of the schema" in answer["error"] and reason in answer["error"]
+
+
+def test_an_upgrade_applies_new_values_and_upgrades_the_crds_too(
+    kube_api: envtest.KubeAPI, helm_bin: Path, release: tuple[str, str]
+) -> None:
+    assert install(kube_api, helm_bin, release, {})["ok"]
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/acidtables.acidtables.io"
+    crd = kube_api.request("GET", crd_path)
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = []  # an older CRD than the chart's
+    kube_api.request("PUT", crd_path, crd)
+    name, namespace = release
+    answer = helm(helm_bin, kube_api.kubeconfig, "upgrade", name, namespace, str(CHART), json.dumps({"replicas": 2}))
+    assert answer["ok"], answer
+    deployment = kube_api.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}-acidtables-operator")
+    assert (deployment["spec"]["replicas"], deployment["spec"]["strategy"]["type"]) == (2, "RollingUpdate")
+    columns = kube_api.request("GET", crd_path)["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert [c["name"] for c in columns][:2] == ["Version", "Files"]  # Helm alone would have left it old

@@ -62,10 +62,14 @@ def test_counters_include_what_other_processes_did(
 
     def counted() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
         samples = scrape(port)
-        want = ("acidtables_cluster_aborts_total", tuple(sorted((*labels, ("operation", "insert_into")))))
-        return samples if samples.get(want) == 1 else None
+        aborts = ("acidtables_cluster_aborts_total", tuple(sorted((*labels, ("operation", "insert_into")))))
+        version = ("acidtables_table_version", tuple(sorted(labels)))
+        # counters come with the records; the table's gauges with its next status update (coalesced)
+        return samples if samples.get(aborts) == 1 and samples.get(version) == 3 else None
 
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = eventually(counted, "the abort counted", operator)
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = eventually(
+        counted, "the abort counted and the version shown", operator
+    )
 
     def value(name: str, **extra: str) -> float | None:
         return samples.get((name, tuple(sorted((*labels, *extra.items())))))

@@ -25,7 +25,8 @@ def job_resource(name: str, **spec: Any) -> dict[str, Any]:
         "apiVersion": "acidtables.io/v1alpha1",
         "kind": "CompactionJob",
         "metadata": {"name": name},
-        "spec": {"table": "events", "type": "minor", **spec},
+        # 1 GiB: the test session's own Spark, etcd and API server share the machine with each driver
+        "spec": {"table": "events", "type": "minor", "spark": {"driverMemory": "1g"}, **spec},
     }
 
 
@@ -87,18 +88,19 @@ def test_a_compaction_job_that_loses_says_which_commit_won(
         while not any(t.operation == "minor_compact" for t in table.in_flight()):
             assert time.monotonic() < deadline, kubelet.log("compact-2-driver-1")[-4000:]
             time.sleep(0.01)  # polling interval of the wait
-        kubelet.pause("compact-2-driver-1")
+        (driver,) = kubelet.running()  # the attempt that registered
+        kubelet.pause(driver)
         assert table.version == 3  # frozen before its commit
         with table.begin("delete") as tx:  # a concurrent DELETE removes one of the files it compacts
             tx.remove_files([victim])
             winner = tx.commit()
-        kubelet.resume("compact-2-driver-1")
+        kubelet.resume(driver)
         envtest.kubectl(
             kube_api, "wait", "--for=condition=Failed", "compactionjob/compact-2", "-n", kube_namespace,
             "--timeout=180s",
         )  # fmt: skip
     status = get_job(kube_api, kube_namespace, "compact-2")["status"]
-    assert status["phase"] == "Conflicted" and status["attempts"] == 1  # a lost conflict is not retried
+    assert status["phase"] == "Conflicted" and status["attempts"] == int(driver.rsplit("-", 1)[1])  # not retried
     conflict = status["result"]["conflict"]
     assert (conflict["winningVersion"], conflict["winningOperation"]) == (winner.version, "DELETE")
     assert conflict["exception"] == "ConcurrentDeleteDeleteException"

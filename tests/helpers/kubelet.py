@@ -61,6 +61,10 @@ class Kubelet:
         path = self.workdir / f"{pod}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def running(self) -> list[str]:
+        """Pods whose process runs now."""
+        return [name for name, process in self.processes.items() if process.poll() is None]
+
     def pause(self, pod: str) -> None:
         """SIGSTOP the pod's process (a node frozen mid-job); `resume` continues it."""
         self.processes[pod].send_signal(signal.SIGSTOP)
@@ -130,7 +134,11 @@ class Kubelet:
         self.api.request("POST", f"/api/v1/namespaces/{self.namespace}/pods/{name}/binding", binding)
 
     def _env(self, container: dict[str, Any]) -> dict[str, str]:
-        env = dict(os.environ)
+        """What a container gets: the pod's env over a bare base (as an image would give), never this
+        test process's own (a live Spark gateway's settings among them)."""
+        base = ("PATH", "HOME", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
+        env = {name: os.environ[name] for name in base if name in os.environ}
+        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # what the job image sets
         for item in container.get("env") or []:
             if "value" in item:
                 env[item["name"]] = item["value"]

@@ -21,14 +21,10 @@ CRDS = ROOT / "crds"
 EXAMPLES = ROOT / "examples"
 
 
-def _apply(kube_api: envtest.KubeAPI, namespace: str, resource: dict[str, Any]) -> str:
-    return envtest.kubectl(kube_api, "apply", "-n", namespace, "-f", "-", stdin=json.dumps(resource))
-
-
 def refused(kube_api: envtest.KubeAPI, namespace: str, resource: dict[str, Any]) -> str:
     """The server's refusal of `resource` (kubectl's stderr); fails when the server accepts it."""
     with pytest.raises(subprocess.CalledProcessError) as caught:
-        _apply(kube_api, namespace, resource)
+        envtest.apply(kube_api, namespace, resource)
     return str(caught.value.stderr)
 
 
@@ -62,7 +58,7 @@ def test_every_example_is_accepted(kube_api: envtest.KubeAPI, acidtables_crds: N
     assert examples
     for path in examples:
         for document in yaml.safe_load_all(path.read_text()):
-            _apply(kube_api, kube_namespace, document)
+            envtest.apply(kube_api, kube_namespace, document)
     names = envtest.kubectl(kube_api, "get", "acidtables", "-n", kube_namespace, "-o", "name").split()
     assert sorted(names) == ["acidtable.acidtables.io/events", "acidtable.acidtables.io/orders"]
     # the category `acid` reaches both kinds, as do the short names; the plural stays the tables alone
@@ -146,7 +142,7 @@ def test_an_immutable_field_changed_after_creation_is_refused(
     kube_api: envtest.KubeAPI, acidtables_crds: None, kube_namespace: str, change: dict[str, Any], message: str
 ) -> None:
     original = table(primaryKey=["id"], location="/lake/t", conflictPolicy="maxcompute")
-    _apply(kube_api, kube_namespace, original)
+    envtest.apply(kube_api, kube_namespace, original)
     changed = copy.deepcopy(original)
     changed["spec"].update(change)
     assert message in refused(kube_api, kube_namespace, changed)
@@ -158,10 +154,10 @@ def test_adding_a_column_is_accepted_and_bumps_the_generation(
     kube_api: envtest.KubeAPI, acidtables_crds: None, kube_namespace: str
 ) -> None:
     original = table()
-    _apply(kube_api, kube_namespace, original)
+    envtest.apply(kube_api, kube_namespace, original)
     grown = copy.deepcopy(original)
     grown["spec"]["schema"].append({"name": "note", "type": "string"})
-    _apply(kube_api, kube_namespace, grown)
+    envtest.apply(kube_api, kube_namespace, grown)
     stored = json.loads(envtest.kubectl(kube_api, "get", "acidtable", "t", "-n", kube_namespace, "-o", "json"))
     assert [c["name"] for c in stored["spec"]["schema"]] == ["id", "dt", "amount", "note"]
     assert stored["metadata"]["generation"] == 2
@@ -172,14 +168,14 @@ def test_adding_a_column_is_accepted_and_bumps_the_generation(
 def test_a_compaction_jobs_spec_cannot_change(
     kube_api: envtest.KubeAPI, acidtables_crds: None, kube_namespace: str
 ) -> None:
-    _apply(kube_api, kube_namespace, job())
+    envtest.apply(kube_api, kube_namespace, job())
     assert "a CompactionJob's spec cannot change once created" in refused(kube_api, kube_namespace, job(type="major"))
 
 
 def test_status_is_written_through_its_subresource_only(
     kube_api: envtest.KubeAPI, acidtables_crds: None, kube_namespace: str
 ) -> None:
-    _apply(kube_api, kube_namespace, table())
+    envtest.apply(kube_api, kube_namespace, table())
     path = f"/apis/acidtables.io/v1alpha1/namespaces/{kube_namespace}/acidtables/t"
     kube_api.request("PATCH", path, {"status": {"version": 7}})  # the main resource ignores status
     assert (

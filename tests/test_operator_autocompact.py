@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
-from tests.test_operator_tables import apply, catalog_name, events_for, table_resource
+from tests.test_operator_tables import catalog_name, events_for, table_resource
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
@@ -38,12 +38,12 @@ def test_automatic_minor_compaction_next_to_an_in_flight_insert(
 ) -> None:
     compaction = {"auto": True, "minor": {"minSmallFiles": 3}, "major": {"minDeltaFiles": 3, "quietFor": "1h"}}
     resource = table_resource("auto", primaryKey=["id"], conflictPolicy="maxcompute", compaction=compaction)
-    apply(kube_api, kube_namespace, resource)
+    envtest.apply(kube_api, kube_namespace, resource)
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/auto", "-n", kube_namespace, "--timeout=60s")
     with Kubelet(kube_api, kube_namespace, tmp_path, hold=("blocker-*",)) as kubelet:
         # a job of the user's that never starts: automatic compaction waits beside it, never next to it
         blocker = {"apiVersion": "acidtables.io/v1alpha1", "kind": "CompactionJob", "metadata": {"name": "blocker"}}
-        apply(kube_api, kube_namespace, {**blocker, "spec": {"table": "auto", "type": "minor"}})
+        envtest.apply(kube_api, kube_namespace, {**blocker, "spec": {"table": "auto", "type": "minor"}})
         t = SparkTable(spark, catalog.table(catalog_name(kube_namespace, "auto")))
         for i in range(3):  # three small delta files in dt=p: over the threshold
             t.insert_into(spark.createDataFrame([(i, "p", float(i))], SCHEMA))

@@ -13,7 +13,7 @@ from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_tables import apply, catalog_name, eventually, table_resource
+from tests.test_operator_tables import catalog_name, eventually, table_resource
 
 from acidtables import Catalog, Table
 
@@ -38,7 +38,7 @@ def get_job(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, A
 
 
 def small_files(kube_api: envtest.KubeAPI, namespace: str, catalog: Catalog, count: int) -> Table:
-    apply(kube_api, namespace, table_resource("events"))
+    envtest.apply(kube_api, namespace, table_resource("events"))
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/events", "-n", namespace, "--timeout=60s")
     table = catalog.table(catalog_name(namespace, "events"))
     for _ in range(count):
@@ -54,7 +54,7 @@ def test_a_compaction_job_rewrites_the_small_files_and_reports_exactly(
     table = small_files(kube_api, kube_namespace, catalog, 4)
     rows = table.snapshot().row_count
     with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
-        apply(kube_api, kube_namespace, job_resource("compact-1"))
+        envtest.apply(kube_api, kube_namespace, job_resource("compact-1"))
         try:
             envtest.kubectl(
                 kube_api, "wait", "--for=condition=Succeeded", "compactionjob/compact-1", "-n", kube_namespace,
@@ -82,7 +82,7 @@ def test_a_compaction_job_that_loses_says_which_commit_won(
     table = small_files(kube_api, kube_namespace, catalog, 3)
     victim = table.snapshot().files[0]
     with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
-        apply(kube_api, kube_namespace, job_resource("compact-2"))
+        envtest.apply(kube_api, kube_namespace, job_resource("compact-2"))
         # the job has pinned its snapshot (its transaction is registered): freeze its node there
         deadline = time.monotonic() + 120
         while not any(t.operation == "minor_compact" for t in table.in_flight()):
@@ -112,7 +112,7 @@ def test_a_driver_that_never_starts_fails_the_job_instead_of_staying_pending(
 ) -> None:
     small_files(kube_api, kube_namespace, catalog, 2)
     with Kubelet(kube_api, kube_namespace, tmp_path, hold=("stuck-*",)):
-        apply(kube_api, kube_namespace, job_resource("stuck", backoffLimit=0))
+        envtest.apply(kube_api, kube_namespace, job_resource("stuck", backoffLimit=0))
         envtest.kubectl(
             kube_api, "wait", "--for=condition=Failed", "compactionjob/stuck", "-n", kube_namespace, "--timeout=90s"
         )
@@ -128,7 +128,7 @@ def test_a_driver_pod_deleted_while_running_fails_the_attempt(
 ) -> None:
     small_files(kube_api, kube_namespace, catalog, 2)
     with Kubelet(kube_api, kube_namespace, tmp_path):
-        apply(kube_api, kube_namespace, job_resource("vanish", backoffLimit=0))
+        envtest.apply(kube_api, kube_namespace, job_resource("vanish", backoffLimit=0))
         eventually(
             lambda: get_job(kube_api, kube_namespace, "vanish").get("status", {}).get("phase") == "Running",
             "the job running",
@@ -149,7 +149,7 @@ def test_an_operator_killed_mid_job_and_restarted_neither_duplicates_nor_loses_a
     first = OperatorProcess(tmp_path / "first.log", operator_env, [kube_namespace])
     table = small_files(kube_api, kube_namespace, catalog, 3)
     with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
-        apply(kube_api, kube_namespace, job_resource("survive"))
+        envtest.apply(kube_api, kube_namespace, job_resource("survive"))
         eventually(
             lambda: get_job(kube_api, kube_namespace, "survive").get("status", {}).get("phase") == "Running",
             "the job running",
@@ -180,7 +180,7 @@ def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
     table = small_files(kube_api, kube_namespace, catalog, 2)
     rows = table.snapshot().row_count
     with Kubelet(kube_api, kube_namespace, tmp_path):
-        apply(
+        envtest.apply(
             kube_api, kube_namespace, job_resource("sort", type="cluster", clusterBy=["id"], ttlSecondsAfterFinished=2)
         )
         envtest.kubectl(
@@ -204,7 +204,7 @@ def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
 def test_a_job_for_a_table_that_does_not_exist_fails_and_says_so(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess
 ) -> None:
-    apply(kube_api, kube_namespace, job_resource("orphan", table="ghost"))
+    envtest.apply(kube_api, kube_namespace, job_resource("orphan", table="ghost"))
     envtest.kubectl(
         kube_api, "wait", "--for=condition=Failed", "compactionjob/orphan", "-n", kube_namespace, "--timeout=60s"
     )

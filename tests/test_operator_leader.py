@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.tables import etcd_client
-from tests.test_operator_tables import apply, catalog_name, events_for, table_resource
+from tests.test_operator_tables import catalog_name, events_for, table_resource
 
 from acidtables import Catalog
 from acidtables.core.embedded import free_port
@@ -36,7 +36,7 @@ def test_one_of_two_operators_acts_and_the_standby_takes_over_after_sigkill(
             assert time.monotonic() < deadline, first.log() + second.log()
             time.sleep(0.1)  # polling interval of the wait
         acting, standby = (first, second) if leader(catalog) == "a" else (second, first)
-        apply(kube_api, kube_namespace, table_resource("one"))
+        envtest.apply(kube_api, kube_namespace, table_resource("one"))
         envtest.kubectl(
             kube_api, "wait", "--for=condition=Ready", "acidtable/one", "-n", kube_namespace, "--timeout=60s"
         )
@@ -45,7 +45,7 @@ def test_one_of_two_operators_acts_and_the_standby_takes_over_after_sigkill(
         acting.process.send_signal(signal.SIGKILL)
         acting.process.wait()
         killed_at = time.monotonic()
-        apply(kube_api, kube_namespace, table_resource("two"))
+        envtest.apply(kube_api, kube_namespace, table_resource("two"))
         envtest.kubectl(
             kube_api, "wait", "--for=condition=Ready", "acidtable/two", "-n", kube_namespace, "--timeout=60s"
         )

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_tables import apply, catalog_name, eventually, table_resource
+from tests.test_operator_tables import catalog_name, eventually, table_resource
 
 from acidtables import Catalog, Transaction
 from acidtables.errors import ConcurrentAppendException
@@ -34,7 +34,7 @@ def test_counters_include_what_other_processes_did(
     operator_env: dict[str, str],
     catalog: Catalog,
 ) -> None:
-    apply(kube_api, kube_namespace, table_resource("counted"))
+    envtest.apply(kube_api, kube_namespace, table_resource("counted"))
     envtest.kubectl(
         kube_api, "wait", "--for=condition=Ready", "acidtable/counted", "-n", kube_namespace, "--timeout=60s"
     )

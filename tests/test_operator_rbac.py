@@ -18,7 +18,7 @@ from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.tables import staged_parquet
 from tests.test_operator_compaction import get_job, job_resource, small_files
-from tests.test_operator_tables import apply, catalog_name, events_for, eventually, get, table_resource
+from tests.test_operator_tables import catalog_name, events_for, eventually, get, table_resource
 
 from acidtables import Catalog
 from acidtables.core.embedded import EmbeddedEtcd
@@ -79,7 +79,7 @@ def test_the_operator_does_everything_with_the_charts_rights(
         table = small_files(kube_api, kube_namespace, catalog, 3)
         assert any(e["reason"] == "Created" for e in events_for(kube_api, kube_namespace, "events"))
         with Kubelet(kube_api, kube_namespace, tmp_path):
-            apply(kube_api, kube_namespace, job_resource("ranked"))
+            envtest.apply(kube_api, kube_namespace, job_resource("ranked"))
             envtest.kubectl(
                 kube_api, "wait", "--for=condition=Succeeded", "compactionjob/ranked", "-n", kube_namespace,
                 "--timeout=180s",
@@ -119,7 +119,7 @@ def test_taking_away_any_rule_breaks_what_needs_it(
     kube_api.request("PUT", chart_operator["role"], _without(role, resource))
     operator = OperatorProcess(tmp_path / "operator.log", chart_operator["env"], [kube_namespace])
     try:
-        apply(kube_api, kube_namespace, table_resource("needy"))
+        envtest.apply(kube_api, kube_namespace, table_resource("needy"))
         if resource == "acidtables/status":
             # kopf's own status patch fails quietly; the status follower's, after a commit, says why
             eventually(lambda: "created table" in operator.log(), "the table created", operator)

@@ -36,10 +36,6 @@ def table_resource(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def apply(kube_api: envtest.KubeAPI, namespace: str, resource: dict[str, Any]) -> None:
-    envtest.kubectl(kube_api, "apply", "-n", namespace, "-f", "-", stdin=json.dumps(resource))
-
-
 def get(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, Any]:
     path = f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/acidtables/{name}"
     result: dict[str, Any] = kube_api.request("GET", path)
@@ -77,7 +73,7 @@ def catalog_name(namespace: str, name: str) -> str:
 def test_a_new_acidtable_becomes_ready_with_its_table_and_status_follows_commits(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
 ) -> None:
-    apply(kube_api, kube_namespace, table_resource("orders", primaryKey=["id"], conflictPolicy="maxcompute"))
+    envtest.apply(kube_api, kube_namespace, table_resource("orders", primaryKey=["id"], conflictPolicy="maxcompute"))
     envtest.kubectl(
         kube_api, "wait", "--for=condition=Ready", "acidtable/orders", "-n", kube_namespace, "--timeout=60s"
     )
@@ -106,7 +102,7 @@ def test_a_new_acidtable_becomes_ready_with_its_table_and_status_follows_commits
 def test_adding_a_column_alters_the_table_and_fails_a_concurrent_writer(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
 ) -> None:
-    apply(kube_api, kube_namespace, table_resource("grows"))
+    envtest.apply(kube_api, kube_namespace, table_resource("grows"))
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/grows", "-n", kube_namespace, "--timeout=60s")
     table = catalog.table(catalog_name(kube_namespace, "grows"))
     writer = table.begin("insert_into")
@@ -114,7 +110,7 @@ def test_adding_a_column_alters_the_table_and_fails_a_concurrent_writer(
 
     grown = table_resource("grows")
     grown["spec"]["schema"] = [*SPEC["schema"], {"name": "note", "type": "string"}]
-    apply(kube_api, kube_namespace, grown)
+    envtest.apply(kube_api, kube_namespace, grown)
     eventually(
         lambda: get(kube_api, kube_namespace, "grows")["status"].get("observedGeneration") == 2,
         "observedGeneration 2",
@@ -131,7 +127,7 @@ def test_an_invalid_spec_is_a_condition_and_an_event_not_a_crash(
     bad = table_resource("broken")
     bad["spec"]["schema"] = [{"name": "id", "type": "bigintt"}]
     bad["spec"]["partitionBy"] = []
-    apply(kube_api, kube_namespace, bad)
+    envtest.apply(kube_api, kube_namespace, bad)
     ready = eventually(
         lambda: condition(get(kube_api, kube_namespace, "broken"), "Ready"), "a Ready condition", operator
     )
@@ -146,7 +142,7 @@ def test_an_invalid_spec_is_a_condition_and_an_event_not_a_crash(
     with pytest.raises(TableNotFoundError):
         catalog.table(catalog_name(kube_namespace, "broken"))
     # the operator still serves other resources
-    apply(kube_api, kube_namespace, table_resource("healthy"))
+    envtest.apply(kube_api, kube_namespace, table_resource("healthy"))
     envtest.kubectl(
         kube_api, "wait", "--for=condition=Ready", "acidtable/healthy", "-n", kube_namespace, "--timeout=60s"
     )
@@ -159,8 +155,8 @@ def test_an_existing_table_with_the_same_definition_is_adopted_and_a_different_o
         catalog_name(kube_namespace, "same"), schema="id BIGINT NOT NULL, dt STRING, amount DOUBLE", partition_by=["dt"]
     )
     other = catalog.create_table(catalog_name(kube_namespace, "other"), schema="id BIGINT")
-    apply(kube_api, kube_namespace, table_resource("same"))
-    apply(kube_api, kube_namespace, table_resource("other"))
+    envtest.apply(kube_api, kube_namespace, table_resource("same"))
+    envtest.apply(kube_api, kube_namespace, table_resource("other"))
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/same", "-n", kube_namespace, "--timeout=60s")
     assert get(kube_api, kube_namespace, "same")["status"]["tableId"] == same.table_id
     mismatch = eventually(
@@ -175,7 +171,7 @@ def test_an_existing_table_with_the_same_definition_is_adopted_and_a_different_o
 def test_deletion_honours_the_deletion_policy(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, policy: str
 ) -> None:
-    apply(kube_api, kube_namespace, table_resource("doomed", deletionPolicy=policy))
+    envtest.apply(kube_api, kube_namespace, table_resource("doomed", deletionPolicy=policy))
     envtest.kubectl(
         kube_api, "wait", "--for=condition=Ready", "acidtable/doomed", "-n", kube_namespace, "--timeout=60s"
     )
@@ -198,13 +194,15 @@ def test_deletion_honours_the_deletion_policy(
 def test_changing_compaction_settings_is_a_metadata_commit(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
 ) -> None:
-    apply(kube_api, kube_namespace, table_resource("tuned", compaction={"auto": False}))
+    envtest.apply(kube_api, kube_namespace, table_resource("tuned", compaction={"auto": False}))
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/tuned", "-n", kube_namespace, "--timeout=60s")
     table = catalog.table(catalog_name(kube_namespace, "tuned"))
     assert json.loads(table.metadata.properties["acidtables.compaction"]) == {"auto": False}
     writer = table.begin("insert_into")
     writer.add_files([staged_parquet(writer, {"dt": "a"})])
-    apply(kube_api, kube_namespace, table_resource("tuned", compaction={"auto": True, "minor": {"minSmallFiles": 4}}))
+    envtest.apply(
+        kube_api, kube_namespace, table_resource("tuned", compaction={"auto": True, "minor": {"minSmallFiles": 4}})
+    )
     eventually(
         lambda: get(kube_api, kube_namespace, "tuned")["status"].get("observedGeneration") == 2,
         "observedGeneration 2",

@@ -18,6 +18,7 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,11 @@ def kubectl(api: KubeAPI, *args: str, kubeconfig: Path | None = None, stdin: str
     if result.returncode != 0:
         raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
     return result.stdout
+
+
+def apply(api: KubeAPI, namespace: str, resource: Mapping[str, Any]) -> str:
+    """`kubectl apply` of one resource in `namespace`; raises CalledProcessError with the server's refusal."""
+    return kubectl(api, "apply", "-n", namespace, "-f", "-", stdin=json.dumps(resource))
 
 
 def delete_namespace(api: KubeAPI, name: str) -> None:

@@ -62,8 +62,15 @@ def group_app_id(job_id: str, group: CompactionGroup) -> str:
     return f"compaction/{job_id}/{group.key}"
 
 
-def _partition_key(f: DataFile) -> tuple[tuple[str, Literal], ...]:
-    return tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))
+def _by_partition(files: Sequence[DataFile]) -> list[list[DataFile]]:
+    """`files` grouped by partition, partitions in a stable order, files oldest first within each."""
+    groups: dict[tuple[tuple[str, Literal], ...], list[DataFile]] = defaultdict(list)
+    for f in files:
+        groups[tuple(sorted(f.partition.items(), key=lambda kv: kv[0]))].append(f)
+    ordered = [members for _, members in sorted(groups.items(), key=lambda kv: repr(kv[0]))]
+    for members in ordered:
+        members.sort(key=lambda f: (f.added_version or 0, f.path))
+    return ordered
 
 
 def files_in_scope(snapshot: Snapshot, where: str | None, method: str) -> list[DataFile]:
@@ -111,12 +118,8 @@ def plan_groups(
     * Primary-key tables: MINOR bin-packs small change (delta) files; MAJOR takes every file of a
       partition that is not already a single base file (merge-on-read needs all of them at once).
     """
-    by_partition: dict[tuple[tuple[str, Literal], ...], list[DataFile]] = defaultdict(list)
-    for f in files:
-        by_partition[_partition_key(f)].append(f)
     groups: list[list[DataFile]] = []
-    for _, members in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
-        members.sort(key=lambda f: (f.added_version or 0, f.path))
+    for members in _by_partition(files):
         if meta.primary_key and kind == "major":
             if len(members) > 1 or any(f.kind is not FileKind.BASE for f in members):
                 groups.append(members)
@@ -157,14 +160,11 @@ class PartitionFiles:
 
 def partition_files(snapshot: Snapshot, small_file_bytes: int) -> list[PartitionFiles]:
     """Per partition: files, small files, change files, bytes and the newest adding version."""
-    by_partition: dict[tuple[tuple[str, Literal], ...], list[DataFile]] = defaultdict(list)
-    for f in snapshot.files:
-        by_partition[_partition_key(f)].append(f)
     out = []
-    for key, members in sorted(by_partition.items(), key=lambda kv: repr(kv[0])):
+    for members in _by_partition(snapshot.files):
         out.append(
             PartitionFiles(
-                dict(key),
+                dict(members[0].partition),
                 len(members),
                 sum(1 for f in members if f.size_bytes < small_file_bytes),
                 sum(1 for f in members if f.kind is FileKind.CHANGES),

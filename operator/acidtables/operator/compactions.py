@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .conditions import stamp
+
 TERMINAL = ("Succeeded", "Failed", "Conflicted")
 #: how long a driver pod may stay unstarted (image pull, unschedulable) before the attempt fails
 DEFAULT_START_TIMEOUT = timedelta(minutes=5)
@@ -40,10 +42,6 @@ def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _terminated(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -97,7 +95,7 @@ def decide(
         return Decision()
     if attempts == 0:
         return Decision(
-            status={"phase": "Pending", "attempts": 1, "startTime": _stamp(now)},
+            status={"phase": "Pending", "attempts": 1, "startTime": stamp(now)},
             create_attempt=1,
             event=("Normal", "Started", "created driver pod attempt 1"),
         )
@@ -121,7 +119,7 @@ def decide(
         result = {k: v for k, v in outcome.items() if k not in ("phase", "message")}
         message = str(outcome.get("message") or f"compaction {outcome['phase'].lower()}")
         return Decision(
-            status={"phase": outcome["phase"], "completionTime": _stamp(now), "result": result, "message": message},
+            status={"phase": outcome["phase"], "completionTime": stamp(now), "result": result, "message": message},
             event=("Normal" if outcome["phase"] == "Succeeded" else "Warning", outcome["phase"], message),
         )
     if pod_phase == "Running":
@@ -146,11 +144,11 @@ def _failed_attempt(
     if attempts <= limit:
         delay = min(10 * 2 ** (attempts - 1), 300)
         return Decision(
-            status={"retryAt": _stamp(now + timedelta(seconds=delay)), "message": why},
+            status={"retryAt": stamp(now + timedelta(seconds=delay)), "message": why},
             delete_pod=doomed_pod,
             event=("Warning", "AttemptFailed", f"attempt {attempts}: {why}; retrying in {delay} s"),
         )
-    status: dict[str, Any] = {"phase": "Failed", "completionTime": _stamp(now), "message": why}
+    status: dict[str, Any] = {"phase": "Failed", "completionTime": stamp(now), "message": why}
     if outcome is not None:
         status["result"] = {k: v for k, v in outcome.items() if k not in ("phase", "message")}
     return Decision(status=status, delete_pod=doomed_pod, event=("Warning", "Failed", why))

@@ -13,8 +13,13 @@ from typing import Any
 READY, COMPACTING, DEGRADED = "Ready", "Compacting", "Degraded"
 
 
+def stamp(moment: datetime) -> str:
+    """A time as Kubernetes writes one in status (RFC 3339, seconds, UTC)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(datetime.now(UTC))
 
 
 def condition(

@@ -142,8 +142,8 @@ class StatusFollower:
             return
         namespace, name, small_file_bytes, table = target
         try:
-            status = table_status(table, small_file_bytes=small_file_bytes)
             in_flight = table.in_flight()
+            status = table_status(table, small_file_bytes=small_file_bytes, in_flight=in_flight)
         except TableNotFoundError:  # dropped behind the resource's back; its handler will say so
             return
         self.patch_status(namespace, name, status)

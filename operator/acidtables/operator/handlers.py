@@ -168,7 +168,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
                 decision = compactions.Decision(
                     status={
                         "phase": "Failed",
-                        "completionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        "completionTime": conditions.stamp(now),
                         "message": f"no table {table} (AcidTable {spec['table']})",
                     },
                     event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),

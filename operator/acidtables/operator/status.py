@@ -6,10 +6,11 @@ never from data files, whenever the change feed says the table's head or in-flig
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from acidtables.core import FileKind, Table
+from acidtables.core import FileKind, InFlight, Table
 
 #: files under this size count as small when the spec does not say (the CRD's example: 32Mi)
 DEFAULT_SMALL_FILE_BYTES = 32 << 20
@@ -21,8 +22,11 @@ def _rfc3339(micros: int | None) -> str | None:
     return datetime.fromtimestamp(micros / 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def table_status(table: Table, *, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES) -> dict[str, Any]:
-    """The etcd-derived part of the status (conditions and observedGeneration are the handler's)."""
+def table_status(
+    table: Table, *, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES, in_flight: Sequence[InFlight] | None = None
+) -> dict[str, Any]:
+    """The etcd-derived part of the status (conditions and observedGeneration are the handler's);
+    `in_flight` when the caller has read it already."""
     snapshot = table.snapshot()
     files = list(snapshot.files_by_path.values())
     newest = table.history(limit=1)
@@ -37,7 +41,7 @@ def table_status(table: Table, *, small_file_bytes: int = DEFAULT_SMALL_FILE_BYT
         "deltaFiles": sum(1 for f in files if f.kind is FileKind.CHANGES),
         "bytes": snapshot.size_bytes,
         "rows": snapshot.row_count,
-        "inFlight": len(table.in_flight()),
+        "inFlight": len(table.in_flight() if in_flight is None else in_flight),
     }
     if newest:
         entry = newest[0]

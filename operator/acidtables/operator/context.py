@@ -220,15 +220,37 @@ class KubeClient:
             raise
         return True
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        """Delete a finished CompactionJob. kopf's finalizer (it keeps one on resources with timers) is
-        dropped first: this call comes from the job's own timer, which kopf would otherwise wait for
-        while the job waits for kopf, forever."""
+    def delete_job(self, namespace: str, name: str, finalizer: str) -> None:
+        """Delete a finished CompactionJob, which carries kopf's finalizer (kopf keeps one on resources
+        with timers). This call comes from the job's own timer, which kopf waits for before it lets the
+        job go, and it checks again only after a minute. So the operator takes its own finalizer off,
+        after the delete: once the deletion timestamp is set kopf never puts it back (taken off before,
+        kopf may put it back between the two calls). Other controllers' finalizers stay."""
         try:
-            self._custom.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, "compactionjobs", name, {"metadata": {"finalizers": None}}
-            )
             self._custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs", name)
+            while True:
+                job: Any = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "compactionjobs", name)
+                held = job["metadata"].get("finalizers") or []
+                if finalizer not in held:
+                    return
+                try:
+                    self._custom.patch_namespaced_custom_object(
+                        GROUP,
+                        VERSION,
+                        namespace,
+                        "compactionjobs",
+                        name,
+                        {
+                            "metadata": {
+                                "finalizers": [f for f in held if f != finalizer],
+                                "resourceVersion": job["metadata"]["resourceVersion"],
+                            }
+                        },
+                    )
+                    return
+                except self._errors as exc:
+                    if exc.status != 409:  # 409: changed since read; read again
+                        raise
         except self._errors as exc:
             if exc.status != 404:
                 raise

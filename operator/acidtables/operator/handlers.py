@@ -50,6 +50,9 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         settings.persistence.finalizer = FINALIZER
         settings.posting.level = logging.INFO
         settings.watching.server_timeout = 60
+        # A timer still running when its resource is deleted is checked again after this long (kopf's
+        # default is a minute, which is how long a deleted AcidTable would wait for auto_compact).
+        settings.background.cancellation_polling = 1
         memo.start()
 
     @kopf.on.cleanup(registry=registry)
@@ -157,7 +160,7 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
             ttl_seconds=spec.get("ttlSecondsAfterFinished"),
         )
         if decision.delete_job:
-            context.kube.delete_job(namespace, name)
+            context.kube.delete_job(namespace, name, FINALIZER)
             return
         attempt = decision.create_attempt
         if attempt is not None:

@@ -104,8 +104,14 @@ def test_watched_namespaces_get_roles_not_a_cluster_role_and_no_wildcards(
             "watchNamespaces": [watched],
             "etcd": {
                 "bundled": {"enabled": False},
-                "external": {"endpoints": ["https://etcd.db:2379"], "credentialsSecret": "etcd-auth"},
+                "external": {
+                    "endpoints": ["https://etcd.db:2379"],
+                    "credentialsSecret": "etcd-auth",
+                    "tlsSecret": "etcd-tls",
+                    "clientCertificate": True,
+                },
             },
+            "warehouse": {"s3": {"credentialsSecret": "lake-keys"}},
             "metrics": {"enabled": False},
         }
         answer = install(kube_api, helm_bin, release, values)
@@ -131,6 +137,12 @@ def test_watched_namespaces_get_roles_not_a_cluster_role_and_no_wildcards(
         assert env["ACIDTABLES_ETCD_ENDPOINTS"]["value"] == "https://etcd.db:2379"
         assert env["ACIDTABLES_ETCD_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "etcd-auth"
         assert f"--namespace={watched}" in container["args"]
+        # what the operator hands on to job pods: the Secrets' names, never their contents
+        assert env["ACIDTABLES_ETCD_TLS_SECRET"]["value"] == "etcd-tls"
+        assert env["ACIDTABLES_ETCD_CERT_FILE"]["value"] == "/etc/acidtables/etcd-tls/tls.crt"
+        assert env["ACIDTABLES_S3_CREDENTIALS_SECRET"]["value"] == "lake-keys"
+        volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        assert {"name": "etcd-tls", "secret": {"secretName": "etcd-tls", "defaultMode": 420}} in volumes
     finally:
         envtest.delete_namespace(kube_api, watched)
 

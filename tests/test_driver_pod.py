@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from acidtables.core import ObjectStore
 from acidtables.jobs.compact import build_parser, spark_conf
-from acidtables.operator.config import OperatorConfig
+from acidtables.operator.config import ETCD_TLS_DIR, OperatorConfig
 from acidtables.operator.pods import driver_pod
+from acidtables.spark.session import object_store_conf
 
 JOB: dict[str, Any] = {
     "apiVersion": "acidtables.io/v1alpha1",
@@ -53,3 +55,54 @@ def test_executors_run_on_kubernetes_in_client_mode_owned_by_the_driver_pod() ->
     assert conf["spark.kubernetes.container.image"] == "img:1" and conf["spark.sql.x"] == "1"
     local = build_parser().parse_args(["--table", "a.b", "--type", "minor", "--job-id", "u"])
     assert spark_conf(local, env) == {}
+
+
+def test_etcd_tls_and_object_store_keys_reach_the_pod_by_reference() -> None:
+    config = OperatorConfig.from_env(
+        {
+            "ACIDTABLES_ETCD_ENDPOINTS": "https://etcd:2379",
+            "ACIDTABLES_ETCD_CA_FILE": "/somewhere/ca.crt",
+            "ACIDTABLES_ETCD_CERT_FILE": "/somewhere/client.crt",
+            "ACIDTABLES_ETCD_KEY_FILE": "/somewhere/client.key",
+            "ACIDTABLES_ETCD_TLS_SECRET": "etcd-tls",
+            "ACIDTABLES_S3_CREDENTIALS_SECRET": "lake-keys",
+            "ACIDTABLES_S3_ENDPOINT": "http://minio:9000",
+            "AWS_REGION": "eu-west-1",
+            "AWS_SECRET_ACCESS_KEY": "never-copied",
+        }
+    )
+    pod = driver_pod(JOB, 1, "sales.orders", config)
+    container = pod["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    # the Secret's standard keys, where the pod mounts it (not the operator's own paths)
+    assert env["ACIDTABLES_ETCD_CA_FILE"] == f"{ETCD_TLS_DIR}/ca.crt"
+    assert (env["ACIDTABLES_ETCD_CERT_FILE"], env["ACIDTABLES_ETCD_KEY_FILE"]) == (
+        f"{ETCD_TLS_DIR}/tls.crt",
+        f"{ETCD_TLS_DIR}/tls.key",
+    )
+    assert pod["spec"]["volumes"] == [{"name": "etcd-tls", "secret": {"secretName": "etcd-tls"}}]
+    assert container["volumeMounts"][0]["mountPath"] == ETCD_TLS_DIR
+    assert env["AWS_SECRET_ACCESS_KEY"] == {"secretKeyRef": {"name": "lake-keys", "key": "AWS_SECRET_ACCESS_KEY"}}
+    assert (env["ACIDTABLES_S3_ENDPOINT"], env["AWS_REGION"]) == ("http://minio:9000", "eu-west-1")
+    assert "never-copied" not in str(pod)
+    without = driver_pod(JOB, 1, "sales.orders", OperatorConfig.from_env({"ACIDTABLES_ETCD_CA_FILE": "/x/ca.crt"}))
+    assert "volumes" not in without["spec"]  # no Secret named: nothing mounted, no file path passed on
+    assert "ACIDTABLES_ETCD_CA_FILE" not in str(without)
+
+
+def test_a_bare_spark_memory_is_mebibytes_in_the_pods_request() -> None:
+    job = {**JOB, "spec": {**JOB["spec"], "spark": {"driverMemory": "1536"}}}
+    container = driver_pod(job, 1, "sales.orders", OperatorConfig(job_image="img:1"))["spec"]["containers"][0]
+    assert container["resources"]["requests"]["memory"] == "1536Mi"
+
+
+def test_spark_reaches_the_same_object_store_as_the_table_library() -> None:
+    store = ObjectStore.from_env({"ACIDTABLES_S3_ENDPOINT": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1"})
+    conf = object_store_conf(store)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"  # s3:// locations too
+    aws = object_store_conf(ObjectStore.from_env({}))
+    assert "spark.hadoop.fs.s3a.endpoint" not in aws and aws["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"

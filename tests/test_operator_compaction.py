@@ -3,6 +3,7 @@ kubelet runs it as a local process (real Spark, real etcd, real files), and the 
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -12,10 +13,13 @@ import pytest
 from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.servers import enable_auth, make_tls_files
 from tests.helpers.tables import staged_parquet
 from tests.test_operator_tables import catalog_name, eventually, table_resource
 
 from acidtables import Catalog, Table
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.settings import EtcdSettings, Settings
 
 pytestmark = pytest.mark.slow  # each job starts a Spark JVM in its driver process
 
@@ -216,3 +220,60 @@ def test_a_job_for_a_table_that_does_not_exist_fails_and_says_so(
     assert status["phase"] == "Failed" and f"no table {catalog_name(kube_namespace, 'ghost')}" in status["message"]
     pods = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"]
     assert pods == []  # nothing was launched for it
+
+
+def test_a_job_pod_reaches_etcd_over_tls_with_a_password_through_secrets_it_mounts(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], etcd_prefix: str, tmp_path: Path
+) -> None:
+    """etcd with TLS and authentication, as the chart's external etcd: the driver pod gets the CA as a
+    mounted Secret and the password by reference, and commits through them."""
+    tls = make_tls_files(tmp_path / "certs")
+    with EmbeddedEtcd(tmp_path / "etcd", tls=tls) as server:
+        enable_auth(server, "root", "s3cret", ca_file=tls.ca_file)
+        secrets = {
+            "etcd-tls": {"ca.crt": tls.ca_file.read_bytes()},
+            "etcd-auth": {"user": b"root", "password": b"s3cret"},
+        }
+        for name, data in secrets.items():
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name},
+                "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+            }
+            kube_api.request("POST", f"/api/v1/namespaces/{kube_namespace}/secrets", secret)
+        etcd = {"ca_file": str(tls.ca_file), "user": "root", "password": "s3cret"}
+        env = {
+            **operator_env,
+            "ACIDTABLES_ETCD_ENDPOINTS": server.endpoint,
+            "ACIDTABLES_ETCD_CA_FILE": etcd["ca_file"],
+            "ACIDTABLES_ETCD_USER": "root",
+            "ACIDTABLES_ETCD_PASSWORD": "s3cret",
+            "ACIDTABLES_ETCD_TLS_SECRET": "etcd-tls",
+            "ACIDTABLES_ETCD_CREDENTIALS_SECRET": "etcd-auth",
+        }
+        settings = Settings(
+            etcd=EtcdSettings(
+                (server.endpoint,), prefix=etcd_prefix, ca_file=etcd["ca_file"], user="root", password="s3cret"
+            ),
+            warehouse=env["ACIDTABLES_WAREHOUSE"],
+        )
+        operator = OperatorProcess(tmp_path / "operator.log", env, [kube_namespace])
+        try:
+            with Catalog(settings) as catalog, Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+                table = small_files(kube_api, kube_namespace, catalog, 3)
+                envtest.apply(kube_api, kube_namespace, job_resource("secure"))
+                try:
+                    envtest.kubectl(
+                        kube_api, "wait", "--for=condition=Succeeded", "compactionjob/secure", "-n",
+                        kube_namespace, "--timeout=180s",
+                    )  # fmt: skip
+                except Exception:
+                    log = kubelet.log("secure-driver-1")[-4000:]
+                    raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
+                pod = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods/secure-driver-1")
+                assert "s3cret" not in json.dumps(pod["spec"])  # by reference only
+                assert get_job(kube_api, kube_namespace, "secure")["status"]["result"]["committedVersion"] == 4
+                assert table.history(limit=1)[0].operation.display == "MINOR COMPACT"
+        finally:
+            assert operator.stop() == 0, operator.log()[-4000:]

@@ -79,4 +79,10 @@ def test_counters_include_what_other_processes_did(
     assert value("acidtables_cluster_retries_total", operation="insert_into") == 1
     assert value("acidtables_cluster_conflicts_total", operation="update", exception="ConcurrentAppendException") == 1
     assert value("acidtables_table_version") == 3
+    # commit latency as each writer measured it, read from the records: one observation per commit
+    assert value("acidtables_cluster_commit_duration_seconds_count", operation="insert_into") == 2
+    assert 0 < (value("acidtables_cluster_commit_duration_seconds_sum", operation="insert_into") or 0) < 10
     assert samples[("acidtables_operator_etcd_watch_up", ())] == 1
+    # each newer version the status showed is one lag observation, taken within seconds of its commit
+    lags = samples[("acidtables_operator_status_lag_seconds_count", ())]
+    assert 1 <= lags <= 3 and samples[("acidtables_operator_status_lag_seconds_sum", ())] < 5 * lags

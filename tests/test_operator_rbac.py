@@ -25,6 +25,8 @@ from acidtables.core.embedded import EmbeddedEtcd
 
 ROOT = Path(__file__).resolve().parents[1]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
+#: the chart's default account for driver pods, created in each watched namespace
+SPARK_ACCOUNT = "acidtables-spark"
 
 
 @pytest.fixture
@@ -62,9 +64,13 @@ def chart_operator(
     kubeconfig = envtest.write_kubeconfig(
         kube_api, token=token["status"]["token"], path=tmp_path / "operator.kubeconfig"
     )
-    role_path = f"{RBAC}/namespaces/{kube_namespace}/roles/{account}"
+    roles = {
+        "role": f"{RBAC}/namespaces/{kube_namespace}/roles/{account}",
+        "discovery": f"{RBAC}/clusterroles/{account}-discovery",
+    }
+    env = {**operator_env, "KUBECONFIG": str(kubeconfig), "ACIDTABLES_JOB_SERVICE_ACCOUNT": SPARK_ACCOUNT}
     try:
-        yield {"env": {**operator_env, "KUBECONFIG": str(kubeconfig)}, "role": role_path}
+        yield {"env": env, **roles}
     finally:
         helm(python, kube_api.kubeconfig, "uninstall", release, namespace)
         envtest.delete_namespace(kube_api, namespace)
@@ -90,6 +96,76 @@ def test_the_operator_does_everything_with_the_charts_rights(
         assert operator.stop() == 0, operator.log()[-4000:]
 
 
+@pytest.mark.slow  # a driver and an executor JVM
+def test_executors_run_as_pods_the_driver_creates_under_the_spark_accounts_rights(
+    kube_api: envtest.KubeAPI, kube_namespace: str, chart_operator: dict[str, Any], catalog: Catalog, tmp_path: Path
+) -> None:
+    """`executors: 1`: the driver pod runs Spark's Kubernetes scheduler in client mode as the chart's
+    Spark ServiceAccount (RBAC enforced): it creates its executor pod through the API, owned by the
+    driver pod; the executor runs the job's tasks; the driver deletes it at the end."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    token = kube_api.request(
+        "POST", f"/api/v1/namespaces/{kube_namespace}/serviceaccounts/{SPARK_ACCOUNT}/token", request
+    )
+    token_file = tmp_path / "spark.token"
+    token_file.write_text(token["status"]["token"])
+    conf = {
+        # what a cluster's DNS (kubernetes.default.svc) and the pod's projected token would give
+        "spark.master": f"k8s://{kube_api.url}",
+        "spark.kubernetes.authenticate.oauthTokenFile": str(token_file),
+        "spark.kubernetes.authenticate.caCertFile": str(kube_api.ca_file),
+    }
+    spark = {"driverMemory": "1g", "executors": 1, "executorMemory": "1g", "conf": conf}
+    operator = OperatorProcess(tmp_path / "operator.log", chart_operator["env"], [kube_namespace])
+    try:
+        table = small_files(kube_api, kube_namespace, catalog, 3)
+        with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
+            envtest.apply(kube_api, kube_namespace, job_resource("wide", spark=spark))
+            try:
+                envtest.kubectl(
+                    kube_api, "wait", "--for=condition=Succeeded", "compactionjob/wide", "-n", kube_namespace,
+                    "--timeout=240s",
+                )  # fmt: skip
+            except Exception:
+                logs = "\n".join(f"--- {name}:\n{kubelet.log(name)[-3000:]}" for name in kubelet.started)
+                raise AssertionError(
+                    f"{logs}\nkubelet: {kubelet.errors}\noperator log:\n{operator.log()[-3000:]}"
+                ) from None
+            executors = [pod for name, pod in kubelet.started.items() if "-exec-" in name]
+            assert len(executors) == 1, list(kubelet.started)
+            owner = executors[0]["metadata"]["ownerReferences"][0]
+            assert (owner["kind"], owner["name"]) == ("Pod", "wide-driver-1")
+            driver = kubelet.started["wide-driver-1"]
+            assert executors[0]["spec"]["containers"][0]["image"] == driver["spec"]["containers"][0]["image"]
+            assert driver["spec"]["serviceAccountName"] == SPARK_ACCOUNT
+            assert "Finished task" in kubelet.log(executors[0]["metadata"]["name"])  # the work ran there
+            eventually(
+                lambda: (
+                    not [
+                        p
+                        for p in kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"]
+                        if "-exec-" in p["metadata"]["name"]
+                    ]
+                ),
+                "the executor pod deleted by its driver",
+                operator,
+            )
+            assert "forbidden" not in kubelet.log("wide-driver-1").lower()
+        assert get_job(kube_api, kube_namespace, "wide")["status"]["result"]["committedVersion"] == table.version
+        used = kube_api.calls(f"system:serviceaccount:{kube_namespace}:{SPARK_ACCOUNT}", kube_namespace)
+        role = kube_api.request("GET", f"{RBAC}/namespaces/{kube_namespace}/roles/{SPARK_ACCOUNT}")
+        granted = {
+            (resource, verb) for rule in role["rules"] for resource in rule["resources"] for verb in rule["verbs"]
+        }
+        # the Role is exactly what Spark did, but for deleting one executor pod, which only a failed
+        # executor makes Spark do
+        assert used <= granted, used - granted
+        assert granted - used == {("pods", "delete")}, granted - used
+        assert table.history(limit=1)[0].operation.display == "MINOR COMPACT"
+    finally:
+        assert operator.stop() == 0, operator.log()[-4000:]
+
+
 def _without(role: dict[str, Any], resource: str) -> dict[str, Any]:
     changed = copy.deepcopy(role)
     changed["rules"] = [r for r in role["rules"] if resource not in r["resources"]]
@@ -98,12 +174,15 @@ def _without(role: dict[str, Any], resource: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("resource", "evidence"),
+    ("role", "resource", "evidence"),
     [
-        ("acidtables", "acidtables"),  # cannot watch its tables
-        ("compactionjobs", "compactionjobs"),  # cannot list jobs (automatic compaction, the Compacting condition)
-        ("acidtables/status", "/status"),  # cannot show status
-        ("events", "events"),  # cannot post events
+        ("role", "acidtables", "acidtables"),  # cannot watch its tables
+        ("role", "compactionjobs", "compactionjobs"),  # cannot list jobs (automatic compaction, Compacting)
+        ("role", "acidtables/status", "/status"),  # cannot show status
+        ("role", "events", "events"),  # cannot post events
+        ("role", "pods", "pods"),  # cannot create a driver pod
+        ("discovery", "customresourcedefinitions", "customresourcedefinitions"),  # kopf cannot find its CRDs
+        ("discovery", "namespaces", "namespaces"),  # kopf cannot watch the namespaces it serves
     ],
 )
 def test_taking_away_any_rule_breaks_what_needs_it(
@@ -112,11 +191,12 @@ def test_taking_away_any_rule_breaks_what_needs_it(
     chart_operator: dict[str, Any],
     catalog: Catalog,
     tmp_path: Path,
+    role: str,
     resource: str,
     evidence: str,
 ) -> None:
-    role = kube_api.request("GET", chart_operator["role"])
-    kube_api.request("PUT", chart_operator["role"], _without(role, resource))
+    granted = kube_api.request("GET", chart_operator[role])
+    kube_api.request("PUT", chart_operator[role], _without(granted, resource))
     operator = OperatorProcess(tmp_path / "operator.log", chart_operator["env"], [kube_namespace])
     try:
         envtest.apply(kube_api, kube_namespace, table_resource("needy"))
@@ -127,6 +207,11 @@ def test_taking_away_any_rule_breaks_what_needs_it(
             with table.begin("insert_into") as tx:
                 tx.add_files([staged_parquet(tx, {"dt": "a"})])
                 tx.commit()
+        if resource == "pods":
+            envtest.kubectl(
+                kube_api, "wait", "--for=condition=Ready", "acidtable/needy", "-n", kube_namespace, "--timeout=60s"
+            )
+            envtest.apply(kube_api, kube_namespace, job_resource("needy-1", table="needy"))
 
         eventually(
             lambda: "forbidden" in operator.log().lower() and evidence in operator.log(),
@@ -136,5 +221,7 @@ def test_taking_away_any_rule_breaks_what_needs_it(
         )
         if resource in ("acidtables", "acidtables/status"):  # and its status shows nothing
             assert get(kube_api, kube_namespace, "needy").get("status", {}).get("tableId") is None
+        if resource == "pods":  # and no driver pod exists
+            assert kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"] == []
     finally:
         operator.stop()

@@ -327,6 +327,19 @@ class ClusterMetrics:
             registry=registry,
         )
         self.watch_up = Gauge("acidtables_operator_etcd_watch_up", "1 while the etcd watch is up", registry=registry)
+        self.commit_seconds = Histogram(
+            "acidtables_cluster_commit_duration_seconds",
+            "Time from a writer's commit() to its compare-and-swap that landed, from the commit records",
+            ("namespace", "table", "operation"),
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        self.status_lag = Histogram(
+            "acidtables_operator_status_lag_seconds",
+            "Time from a commit to its AcidTable's status showing it (the writer's clock against the operator's)",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=registry,
+        )
         self._seen_events: set[str] = set()
         self._lock = threading.Lock()
 
@@ -354,9 +367,13 @@ class ClusterMetrics:
         with self._lock:
             self._seen_events.discard(key)
 
-    def committed(self, table_name: str, operation: str, count: int = 1) -> None:
+    def committed(self, table_name: str, operation: str, commit_seconds: float | None = None) -> None:
+        """One commit read from the log; `commit_seconds` as its writer measured it (None: an older
+        record that did not say)."""
         namespace, table = split_name(table_name, method="metrics")
-        self.commits.labels(namespace, table, _operation_label(operation)).inc(count)
+        self.commits.labels(namespace, table, _operation_label(operation)).inc()
+        if commit_seconds is not None:
+            self.commit_seconds.labels(namespace, table, _operation_label(operation)).observe(commit_seconds)
 
     def table_state(self, table_name: str, status: dict[str, Any], oldest_in_flight_seconds: float) -> None:
         namespace, table = split_name(table_name, method="metrics")

@@ -56,6 +56,20 @@ class KubeAPI:
     def kubectl(self) -> Path:
         return self.assets / "kubectl"
 
+    def calls(self, user: str, namespace: str) -> set[tuple[str, str]]:
+        """(resource, verb) of every request `user` made in `namespace`, from the audit log."""
+        path = self.state / "audit.log"
+        found = set()
+        for line in path.read_text().splitlines() if path.exists() else []:
+            event = json.loads(line)
+            target = event.get("objectRef") or {}
+            if event["user"]["username"] == user and target.get("namespace") == namespace:
+                resource = target.get("resource", "") + (
+                    f"/{target['subresource']}" if target.get("subresource") else ""
+                )
+                found.add((resource, event["verb"]))
+        return found
+
     def log(self, name: str = "kube-apiserver") -> str:
         path = self.state / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
@@ -108,6 +122,11 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0) -> KubeAP
     etcd_port, peer_port, port = free_port(), free_port(), free_port()
     token = secrets.token_hex(24)
     (state / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
+    # what service accounts do, so a test can compare the calls an account made with what its Role grants
+    (state / "audit-policy.yaml").write_text(
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+        "rules:\n  - level: Metadata\n    userGroups: [system:serviceaccounts]\n  - level: None\n"
+    )
     api = KubeAPI(
         assets=assets,
         state=state,
@@ -153,6 +172,8 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0) -> KubeAP
                     "--disable-admission-plugins=ServiceAccount",
                     "--service-cluster-ip-range=10.0.0.0/24",
                     "--endpoint-reconciler-type=none",
+                    f"--audit-policy-file={state / 'audit-policy.yaml'}",
+                    f"--audit-log-path={state / 'audit.log'}",
                 ],
                 state / "kube-apiserver.log",
             )

@@ -6,12 +6,19 @@ is written back through `pods/status`: Running when the process starts, then Suc
 the container's exit code and its termination message (what the process wrote to the file named by
 ACIDTABLES_TERMINATION_LOG). A pod deleted while running has its process killed, as a kubelet would.
 Pods whose name matches `hold` are left unscheduled (an image that never pulls, a full cluster).
+
+What a process cannot have, and how the helper stands in for it: the pod's IP is 127.0.0.1 (written
+to status.podIP and given to the downward API); each volume is a directory under the pod's work
+directory (secrets and config maps written into it, emptyDirs empty) and an env value naming a mount
+path names that directory instead; a container started with the single argument `executor` (a Spark
+executor pod, whose image's entrypoint would start the executor JVM) runs that JVM from pyspark's jars.
 """
 
 from __future__ import annotations
 
 import base64
 import fnmatch
+import glob
 import os
 import signal
 import subprocess
@@ -25,6 +32,7 @@ from typing import Any
 from tests.helpers.envtest import KubeAPI
 
 NODE = "envtest-node"
+POD_IP = "127.0.0.1"
 
 
 def _now() -> str:
@@ -38,6 +46,8 @@ class Kubelet:
         self.workdir = workdir
         self.hold = hold
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        #: every pod whose process was started, as it was then (Spark deletes its executor pods)
+        self.started: dict[str, dict[str, Any]] = {}
         self._started: set[str] = set()
         self._finished: set[str] = set()
         self._stop = threading.Event()
@@ -133,30 +143,93 @@ class Kubelet:
         }
         self.api.request("POST", f"/api/v1/namespaces/{self.namespace}/pods/{name}/binding", binding)
 
-    def _env(self, container: dict[str, Any]) -> dict[str, str]:
+    def _env(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
         """What a container gets: the pod's env over a bare base (as an image would give), never this
         test process's own (a live Spark gateway's settings among them)."""
         base = ("PATH", "HOME", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
         env = {name: os.environ[name] for name in base if name in os.environ}
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # what the job image sets
+        fields = {
+            "metadata.name": pod["metadata"]["name"],
+            "metadata.namespace": self.namespace,
+            "metadata.uid": pod["metadata"].get("uid", ""),
+            "spec.nodeName": NODE,
+            "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
+            "status.podIP": POD_IP,
+            "status.podIPs": POD_IP,
+            "status.hostIP": POD_IP,
+        }
         for item in container.get("env") or []:
+            source = item.get("valueFrom", {})
             if "value" in item:
                 env[item["name"]] = item["value"]
-            elif "secretKeyRef" in item.get("valueFrom", {}):
-                ref = item["valueFrom"]["secretKeyRef"]
-                secret = self.api.request("GET", f"/api/v1/namespaces/{self.namespace}/secrets/{ref['name']}")
-                env[item["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            elif "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                env[item["name"]] = self._data("secrets", ref["name"])[ref["key"]].decode()
+            elif "fieldRef" in source:
+                env[item["name"]] = fields[source["fieldRef"]["fieldPath"]]
         return env
+
+    def _data(self, kind: str, name: str) -> dict[str, bytes]:
+        found = self.api.request("GET", f"/api/v1/namespaces/{self.namespace}/{kind}/{name}")
+        if kind == "secrets":
+            return {key: base64.b64decode(value) for key, value in (found.get("data") or {}).items()}
+        return {key: value.encode() for key, value in (found.get("data") or {}).items()}
+
+    def _volumes(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Path]:
+        """Each mounted volume as a local directory: mount path -> directory."""
+        name = pod["metadata"]["name"]
+        volumes = {volume["name"]: volume for volume in pod["spec"].get("volumes") or []}
+        mounts: dict[str, Path] = {}
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes[mount["name"]]
+            directory = self.workdir / name / "volumes" / mount["name"]
+            directory.mkdir(parents=True, exist_ok=True)
+            files: dict[str, bytes] = {}
+            if "secret" in volume:
+                files = self._data("secrets", volume["secret"]["secretName"])
+            elif "configMap" in volume:
+                files = self._data("configmaps", volume["configMap"]["name"])
+            for key, content in files.items():
+                (directory / key).write_bytes(content)
+            mounts[mount["mountPath"].rstrip("/")] = directory
+        return mounts
+
+    @staticmethod
+    def _executor_command(env: dict[str, str]) -> list[str]:
+        """What the Spark image's entrypoint runs for `executor`, from pyspark's own jars."""
+        import pyspark
+
+        jars = os.path.join(os.path.dirname(pyspark.__file__), "jars", "*")
+        java = os.path.join(env["JAVA_HOME"], "bin", "java") if "JAVA_HOME" in env else "java"
+        numbered = [key for key in env if key.startswith("SPARK_JAVA_OPT_")]
+        options = [env[key] for key in sorted(numbered, key=lambda key: int(key.rsplit("_", 1)[1]))]
+        memory = env.get("SPARK_EXECUTOR_MEMORY", "1g")
+        return [
+            java, *options, f"-Xms{memory}", f"-Xmx{memory}", "-cp", ":".join(sorted(glob.glob(jars))),
+            "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
+            "--driver-url", env["SPARK_DRIVER_URL"], "--executor-id", env["SPARK_EXECUTOR_ID"],
+            "--cores", env["SPARK_EXECUTOR_CORES"], "--app-id", env["SPARK_APPLICATION_ID"],
+            "--hostname", env["SPARK_EXECUTOR_POD_IP"], "--resourceProfileId", env["SPARK_RESOURCE_PROFILE_ID"],
+            "--podName", env["SPARK_EXECUTOR_POD_NAME"],
+        ]  # fmt: skip
 
     def _start(self, pod: dict[str, Any]) -> None:
         name = pod["metadata"]["name"]
         container = pod["spec"]["containers"][0]
         command = [*container.get("command", []), *container.get("args", [])]
-        if command and command[0] == "python":
+        env = self._env(pod, container)
+        for mount_path, directory in self._volumes(pod, container).items():
+            for key, value in env.items():
+                if value == mount_path or value.startswith(mount_path + "/"):
+                    env[key] = str(directory) + value[len(mount_path) :]
+        if command == ["executor"]:
+            command = self._executor_command(env)
+        elif command and command[0] == "python":
             command[0] = sys.executable
-        env = self._env(container)
         env["ACIDTABLES_TERMINATION_LOG"] = str(self.workdir / f"{name}.termination")
         self._started.add(name)
+        self.started[name] = pod
         with (self.workdir / f"{name}.log").open("wb") as out:
             self.processes[name] = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
         self._status(
@@ -164,6 +237,9 @@ class Kubelet:
             {
                 "phase": "Running",
                 "startTime": _now(),
+                "podIP": POD_IP,
+                "podIPs": [{"ip": POD_IP}],
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _now()}],
                 "containerStatuses": [self._container(container, {"running": {"startedAt": _now()}})],
             },
         )
@@ -185,6 +261,7 @@ class Kubelet:
             name,
             {
                 "phase": "Succeeded" if code == 0 else "Failed",
+                "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": _now()}],
                 "containerStatuses": [self._container(container, {"terminated": terminated})],
             },
         )

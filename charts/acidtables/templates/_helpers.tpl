@@ -58,3 +58,12 @@ app.kubernetes.io/component: etcd
 {{- .Release.Namespace -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The Secret with etcd's CA (and client certificate), or nothing when etcd is reached without TLS */ -}}
+{{- define "acidtables.etcdTLSSecret" -}}
+{{- if .Values.etcd.bundled.enabled -}}
+{{- if .Values.etcd.bundled.tls.enabled }}{{ .Values.etcd.bundled.tls.secretName }}{{ end -}}
+{{- else -}}
+{{- .Values.etcd.external.tlsSecret -}}
+{{- end -}}
+{{- end }}

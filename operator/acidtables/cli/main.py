@@ -181,8 +181,12 @@ def _run(args: argparse.Namespace) -> None:
     if args.command == "operator":
         from acidtables.operator import run as run_operator  # kopf starts only for this command
 
-        with _logging(True):
-            run_operator(namespaces=args.namespace, liveness_endpoint=args.liveness, catalog=_open_catalog(args.local))
+        run_operator(
+            namespaces=args.namespace,
+            liveness_endpoint=args.liveness,
+            catalog=_open_catalog(args.local),
+            debug=args.verbose,
+        )
         return
     with _open_catalog(args.local) as catalog:
         if args.command == "tables":
@@ -206,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return render_error(exc, as_json="--json" in raw, verbose=False, err=sys.stderr)
     except SystemExit as exc:  # --help printed its text
         return exc.code if isinstance(exc.code, int) else EXIT_OK
-    with _logging(args.verbose):
+    # the operator logs through kopf's own set-up (every logger, kopf's handler messages included)
+    with _logging(args.verbose and args.command != "operator"):
         try:
             _run(args)
         except (Exception, KeyboardInterrupt) as exc:

@@ -42,7 +42,7 @@ from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
-from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, Storage
+from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
 from acidtables.core.table import Change, HistoryEntry, InFlight, Table, TimeLike
 from acidtables.core.transaction import Transaction
 
@@ -81,6 +81,7 @@ __all__ = [
     "KeyChange",
     "Leadership",
     "Literal",
+    "ObjectStore",
     "Operation",
     "PartitionFiles",
     "PreparedCreate",

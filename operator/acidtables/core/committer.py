@@ -108,6 +108,7 @@ class _Committer:
                 committed_at=now,
                 time_version=time_version,
                 retries=attempt - 1,
+                commit_micros=int((time.monotonic() - self.started) * 1_000_000),
             )
             head = Head(record.version, time_version if time_version is not None else self.base_time, self.txn_id)
             try:

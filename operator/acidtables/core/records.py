@@ -325,6 +325,10 @@ class CommitRecord:
     user_metadata: Mapping[str, str] = field(default_factory=dict)
     #: how many times the commit was rebased before it landed
     retries: int = 0
+    #: microseconds from the writer's commit() to the compare-and-swap that landed (its rebases,
+    #: backoffs and the staged files' proof included; the last round trip not): commit latency as
+    #: every writer saw it, readable by whoever follows the log
+    commit_micros: int = 0
 
     @property
     def changes_data(self) -> bool:
@@ -354,6 +358,7 @@ class CommitRecord:
             "blind_append": self.blind_append,
             "app_ids": dict(self.app_ids),
             "retries": self.retries,
+            "commit_micros": self.commit_micros,
         }
         if self.metadata is not None:
             out["metadata"] = self.metadata.to_json()
@@ -389,6 +394,7 @@ class CommitRecord:
             protocol=Protocol.from_json(data["protocol"]) if data.get("protocol") else None,
             user_metadata=dict(data.get("user_metadata") or {}),
             retries=int(data.get("retries", 0)),
+            commit_micros=int(data.get("commit_micros", 0)),
         )
 
 

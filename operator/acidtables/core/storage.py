@@ -14,7 +14,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,15 +81,31 @@ def normalize_location(location: str) -> str:
 S3_ENDPOINT = "ACIDTABLES_S3_ENDPOINT"
 
 
+@dataclass(frozen=True)
+class ObjectStore:
+    """Where s3:// and s3a:// locations live: one reading of the environment for both readers of the
+    bytes, pyarrow here and Hadoop's S3A in Spark, so they cannot reach different stores."""
+
+    #: an S3-protocol endpoint other than AWS (MinIO, Ceph, moto), or None for AWS itself
+    endpoint: str | None
+    region: str
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> ObjectStore:
+        env = os.environ if env is None else env
+        endpoint = env.get(S3_ENDPOINT, "").strip() or None
+        return ObjectStore(endpoint, env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1")
+
+
 def _object_store(uri: str) -> tuple[Any, str]:
     """pyarrow's file system for a URI and the path inside it; s3:// honours ACIDTABLES_S3_ENDPOINT."""
     from pyarrow import fs as pafs
 
-    endpoint = os.environ.get(S3_ENDPOINT, "").strip()
+    store = ObjectStore.from_env()
     parts = urlsplit(uri)
-    if parts.scheme == "s3" and endpoint:
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return pafs.S3FileSystem(endpoint_override=endpoint, region=region), f"{parts.netloc}{parts.path}".rstrip("/")
+    if parts.scheme == "s3" and store.endpoint:
+        filesystem = pafs.S3FileSystem(endpoint_override=store.endpoint, region=store.region)
+        return filesystem, f"{parts.netloc}{parts.path}".rstrip("/")
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, str(path)
 

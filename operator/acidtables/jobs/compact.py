@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import SparkSession
 
 from acidtables.core import AcidTablesError, Catalog, ConcurrentModificationException, InvalidArgumentError
-from acidtables.spark import SparkTable, local_session, stop_session
+from acidtables.spark import SparkTable, local_session, spark_session, stop_session
 from acidtables.spark.compaction import staged_groups
 
 from .outcome import JobOutcome
@@ -100,6 +100,9 @@ def spark_conf(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, st
                 "spark.kubernetes.authenticate.oauthTokenFile": f"{account}/token",
                 "spark.kubernetes.authenticate.caCertFile": f"{account}/ca.crt",
                 "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "acidtables")[:40],
+                # executors get no persistent volumes, so the driver owns none to clean up
+                "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+                "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
             }
         )
     for item in args.conf:
@@ -111,17 +114,12 @@ def spark_conf(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, st
 
 
 def _session(args: argparse.Namespace) -> SparkSession:
+    name = f"acidtables-compact-{args.job_id[:8]}"
     memory = os.environ.get("SPARK_DRIVER_MEMORY", "2g")
     conf = spark_conf(args, os.environ)
-    if not args.executors and not conf:
-        return local_session(f"acidtables-compact-{args.job_id[:8]}", memory=memory)
-    name = f"acidtables-compact-{args.job_id[:8]}"
-    builder = SparkSession.builder.appName(name).config("spark.driver.memory", memory)
     if not args.executors:
-        builder = builder.master("local[*]")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+        return local_session(name, memory=memory, conf=conf)
+    return spark_session(name, memory=memory, conf=conf)
 
 
 def build_parser() -> argparse.ArgumentParser:

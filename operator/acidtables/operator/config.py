@@ -1,8 +1,11 @@
 """The operator's own settings, from the environment (design §7), and what it hands to job pods.
 
-Job pods get the etcd endpoints, prefix and warehouse as plain values; credentials only by reference
-(`valueFrom.secretKeyRef` of the Secret named by ACIDTABLES_ETCD_CREDENTIALS_SECRET), never copied into
-a pod spec in clear.
+Job pods get the etcd endpoints, prefix and warehouse as plain values; secrets only by reference,
+never copied into a pod spec in clear: etcd's user and password from the Secret named by
+ACIDTABLES_ETCD_CREDENTIALS_SECRET (keys `user`, `password`), etcd's CA and client certificate from the
+Secret named by ACIDTABLES_ETCD_TLS_SECRET mounted at ETCD_TLS_DIR (keys `ca.crt`, and `tls.crt` /
+`tls.key` when the operator itself uses a client certificate), the object store's keys from the Secret
+named by ACIDTABLES_S3_CREDENTIALS_SECRET (keys `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,11 @@ PASSED_TO_JOBS = (
     "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS",
     "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS",
     "ACIDTABLES_S3_ENDPOINT",
+    "AWS_REGION",
 )
+
+#: where job pods mount the etcd TLS Secret (the chart mounts it at the same place in the operator)
+ETCD_TLS_DIR = "/etc/acidtables/etcd-tls"
 
 
 def _package_version() -> str:
@@ -36,6 +43,10 @@ class OperatorConfig:
     job_image: str
     job_service_account: str | None = None
     credentials_secret: str | None = None
+    #: a Secret with etcd's ca.crt (and tls.crt/tls.key), mounted into job pods at ETCD_TLS_DIR
+    tls_secret: str | None = None
+    #: a Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, given to job pods by reference
+    s3_credentials_secret: str | None = None
     driver_start_timeout: timedelta = timedelta(minutes=5)
     job_env: Mapping[str, str] = field(default_factory=dict)
     #: how often automatic compaction looks at each table
@@ -47,12 +58,21 @@ class OperatorConfig:
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
         env = os.environ if env is None else env
         timeout = float(env.get("ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS") or 300)
+        tls_secret = env.get("ACIDTABLES_ETCD_TLS_SECRET") or None
+        job_env = {name: env[name] for name in PASSED_TO_JOBS if env.get(name)}
+        if tls_secret:
+            job_env["ACIDTABLES_ETCD_CA_FILE"] = f"{ETCD_TLS_DIR}/ca.crt"
+            if env.get("ACIDTABLES_ETCD_CERT_FILE"):
+                job_env["ACIDTABLES_ETCD_CERT_FILE"] = f"{ETCD_TLS_DIR}/tls.crt"
+                job_env["ACIDTABLES_ETCD_KEY_FILE"] = f"{ETCD_TLS_DIR}/tls.key"
         return OperatorConfig(
             job_image=env.get("ACIDTABLES_JOB_IMAGE") or f"ghcr.io/acidtables/spark:{_package_version()}",
             job_service_account=env.get("ACIDTABLES_JOB_SERVICE_ACCOUNT") or None,
             credentials_secret=env.get("ACIDTABLES_ETCD_CREDENTIALS_SECRET") or None,
+            tls_secret=tls_secret,
+            s3_credentials_secret=env.get("ACIDTABLES_S3_CREDENTIALS_SECRET") or None,
             driver_start_timeout=timedelta(seconds=timeout),
-            job_env={name: env[name] for name in PASSED_TO_JOBS if env.get(name)},
+            job_env=job_env,
             autocompact_interval_seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS") or 30),
             autocompact_backoff=timedelta(seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_BACKOFF_SECONDS") or 60)),
         )

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from acidtables.core import AcidTablesError, Catalog, ChangeFeed, KeyChange, Resync, Table, TableNotFoundError
@@ -60,6 +61,9 @@ class StatusFollower:
         #: a table's status is recomputed at most this often: a burst of commits costs one update
         self.min_refresh_seconds = 0.1
         self._refreshed: dict[str, float] = {}
+        #: tables with a commit seen on the live feed (not a resync) whose status has not shown it yet:
+        #: the next status update observes its lag
+        self._committed_live: set[str] = set()
         self._pending: set[str] = set()
         self._followed: dict[str, tuple[str, str, int, Table]] = {}
         self._lock = threading.Lock()
@@ -119,6 +123,8 @@ class StatusFollower:
                 touched.add(change.table_id)
                 if change.kind == "head" and change.value is not None:
                     self._count_commits(change.table_id, int(change.value.get("version", 0)), count=count)
+                    if count:
+                        self._committed_live.add(change.table_id)
         return touched
 
     def _count_commits(self, table_id: str, version: int, *, count: bool) -> None:
@@ -133,7 +139,8 @@ class StatusFollower:
             logger.info("could not read the commits of %s: %s", name, exc)
             return
         for record in records:
-            self.metrics.committed(name, record.operation.value)
+            seconds = record.commit_micros / 1_000_000 if record.commit_micros else None
+            self.metrics.committed(name, record.operation.value, seconds)
 
     def _refresh(self, table_id: str) -> None:
         with self._lock:
@@ -148,6 +155,10 @@ class StatusFollower:
             return
         self.patch_status(namespace, name, status)
         now_us = time.time() * 1_000_000
+        if table_id in self._committed_live and "lastCommit" in status:
+            self._committed_live.discard(table_id)
+            committed = datetime.strptime(status["lastCommit"]["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+            self.metrics.status_lag.observe(max(0.0, now_us / 1_000_000 - committed.timestamp()))
         started = [t.started_at for t in in_flight if t.started_at is not None]
         self.metrics.table_state(table.name, status, (now_us - min(started)) / 1_000_000 if started else 0.0)
 

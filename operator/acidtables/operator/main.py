@@ -33,14 +33,30 @@ class LeadershipLost(AcidTablesError):
     """The operator's leader lease expired; it stopped acting so a standby can take over."""
 
 
+def _quiet_timers(record: logging.LogRecord) -> bool:
+    """Drop kopf's "Timer ... succeeded." lines: the job and table timers succeed every second or so,
+    and a failure still logs."""
+    message = record.getMessage()
+    return not (message.startswith("Timer ") and message.endswith(" succeeded."))
+
+
 def run(
     *,
     namespaces: Sequence[str] = (),
     liveness_endpoint: str | None = None,
     catalog: Catalog | None = None,
+    debug: bool = False,
 ) -> None:
     """Reconcile AcidTables and CompactionJobs in `namespaces` (all when empty) against the catalog the
-    ACIDTABLES_* environment configures, while this process leads."""
+    ACIDTABLES_* environment configures, while this process leads.
+
+    Logging is kopf's set-up, as `kopf run` does it: one stderr handler on the root logger at INFO
+    (DEBUG with `debug`). Without it, kopf's per-object messages, handler failures included, reach
+    only the Kubernetes Events kopf posts: "kopf.objects" has that poster as a handler, so Python's
+    last-resort stderr handler never fires for them."""
+    kopf.configure(debug=debug, verbose=debug)
+    if not debug:
+        logging.getLogger("kopf.objects").addFilter(_quiet_timers)
     catalog = catalog or Catalog.connect()
     port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108)
     metrics = ClusterMetrics()

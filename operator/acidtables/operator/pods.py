@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .compactions import pod_name
-from .config import OperatorConfig
+from .config import ETCD_TLS_DIR, OperatorConfig
 from .context import quantity_bytes
 
 JOB_LABEL = "acidtables.io/compaction-job"
@@ -15,9 +15,12 @@ ATTEMPT_LABEL = "acidtables.io/attempt"
 
 
 def _kubernetes_memory(spark_memory: str) -> str:
-    """Spark's `2g` (binary units, the CRD checked the form) as a Kubernetes quantity, `2Gi`."""
+    """Spark's `2g` as a Kubernetes quantity, `2Gi`: Spark's units are binary, and a bare number is
+    MiB to Spark but bytes to Kubernetes (the CRD checked the form)."""
     unit = spark_memory[-1:].lower()
-    return spark_memory[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}[unit] if unit.isalpha() else spark_memory
+    if not unit.isalpha():
+        return spark_memory + "Mi"
+    return spark_memory[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}[unit]
 
 
 def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: OperatorConfig) -> dict[str, Any]:
@@ -39,11 +42,18 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
     for key, value in sorted((spark.get("conf") or {}).items()):
         command += ["--conf", f"{key}={value}"]
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(config.job_env.items())]
+    by_reference = []
     if config.credentials_secret:
-        for variable, key in (("ACIDTABLES_ETCD_USER", "user"), ("ACIDTABLES_ETCD_PASSWORD", "password")):
-            env.append(
-                {"name": variable, "valueFrom": {"secretKeyRef": {"name": config.credentials_secret, "key": key}}}
-            )
+        by_reference += [
+            ("ACIDTABLES_ETCD_USER", config.credentials_secret, "user"),
+            ("ACIDTABLES_ETCD_PASSWORD", config.credentials_secret, "password"),
+        ]
+    if config.s3_credentials_secret:
+        by_reference += [
+            (key, config.s3_credentials_secret, key) for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+        ]
+    for variable, secret, key in by_reference:
+        env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
     env.append({"name": "SPARK_DRIVER_MEMORY", "value": spark.get("driverMemory", "2g")})
     # Spark on Kubernetes in client mode: the driver names itself and its address from the downward
     # API, so executors are owned by this pod and reach it; they run the driver's own image
@@ -82,9 +92,7 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
                     "image": spark.get("image") or config.job_image,
                     "command": command,
                     "env": env,
-                    "resources": {
-                        "requests": {"memory": memory.upper().rstrip("B") + "i" if memory[-1:].isalpha() else memory}
-                    },
+                    "resources": {"requests": {"memory": _kubernetes_memory(memory)}},
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
@@ -94,4 +102,9 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
     }
     if config.job_service_account:
         pod["spec"]["serviceAccountName"] = config.job_service_account
+    if config.tls_secret:
+        pod["spec"]["volumes"] = [{"name": "etcd-tls", "secret": {"secretName": config.tls_secret}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [
+            {"name": "etcd-tls", "mountPath": ETCD_TLS_DIR, "readOnly": True}
+        ]
     return pod

@@ -5,38 +5,78 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from acidtables.core import ObjectStore
 
-def local_session(app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g") -> SparkSession:
-    """local[cores], no UI, few shuffle partitions, no _SUCCESS markers in staged directories; the
-    `acidtables` data source is registered."""
+
+def object_store_conf(store: ObjectStore) -> dict[str, str]:
+    """Hadoop S3A settings for s3a:// and s3:// table locations, from the same reading of the
+    environment as the table library's own file access (credentials: S3A's default chain reads the
+    AWS_* variables). Needs the hadoop-aws jar, which the job image carries."""
+    conf = {
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.endpoint.region": store.region,
+    }
+    if store.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = store.endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"  # MinIO and friends serve buckets by path
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(store.endpoint.startswith("https://")).lower()
+    return conf
+
+
+def session_conf(memory: str) -> dict[str, str]:
+    """What every acidtables SparkSession sets, local or with executors: UTC session time (time
+    travel and partition values), no _SUCCESS markers in staged directories, the plain commit protocol
+    (the table's commit is the etcd transaction), and the object store."""
+    return {
+        "spark.driver.memory": memory,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        "spark.sql.sources.commitProtocolClass": (
+            "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+        ),
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
+        **object_store_conf(ObjectStore.from_env()),
+    }
+
+
+def local_session(
+    app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """local[cores], no UI, few shuffle partitions, then `conf`; the `acidtables` data source is
+    registered."""
+    return spark_session(
+        app_name,
+        memory=memory,
+        conf={
+            "spark.master": f"local[{cores}]",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": str(max(2, cores)),
+            "spark.default.parallelism": str(max(2, cores)),
+            **(conf or {}),
+        },
+    )
+
+
+def spark_session(app_name: str, *, memory: str, conf: Mapping[str, str]) -> SparkSession:
+    """A SparkSession with session_conf() and then `conf` (which names the master), the `acidtables`
+    data source registered."""
     from .datasource import register
 
     # Python workers (UDFs, the acidtables data source) must import the same packages as the driver;
     # PySpark reads the interpreter from the environment when the context starts.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(max(2, cores)))
-        .config("spark.default.parallelism", str(max(2, cores)))
-        .config("spark.driver.memory", memory)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-        .config(
-            "spark.sql.sources.commitProtocolClass",
-            "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol",
-        )
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
-    register(session)
-    return session
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**session_conf(memory), **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
 
 
 def stop_session(session: SparkSession, *, timeout_seconds: float = 30.0) -> None:

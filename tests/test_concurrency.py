@@ -9,8 +9,9 @@ reproduces the snapshot at every version (invariant G5).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.helpers.tables import (
@@ -33,7 +34,7 @@ from tests.helpers.workers import (
 )
 from tests.jobs import stage
 
-from acidtables import Catalog, Table
+from acidtables import Catalog, Table, Transaction
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.etcd import Coordinator
 from acidtables.core.operations import REWRITES
@@ -157,18 +158,55 @@ def test_mixed_concurrent_operations_replay_serially_to_every_snapshot(
     _check_mixed_run(table, reader, spec, etcd_server, results)
 
 
-def test_a_lost_compare_and_swap_pauses_within_the_backoff_and_then_rebases(catalog: Catalog) -> None:
-    """The commit loop's pause goes through the injected timer: bounded by the first backoff step, and
-    taken once per lost compare-and-swap."""
+class CountingCoordinator(Coordinator):
+    """The real coordinator, counting its compare-and-swaps and rebase reads, and able to let another
+    commit land just before a chosen compare-and-swap (a deterministic interleaving)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.swaps = 0
+        self.rebase_reads = 0
+        self.before_swap: dict[int, Callable[[], object]] = {}
+
+    def compare_and_swap(self, *args: Any, **kwargs: Any) -> Any:
+        self.swaps += 1
+        if self.swaps in self.before_swap:
+            self.before_swap.pop(self.swaps)()
+        return super().compare_and_swap(*args, **kwargs)
+
+    def read_head_and_log(self, *args: Any, **kwargs: Any) -> Any:
+        self.rebase_reads += 1
+        return super().read_head_and_log(*args, **kwargs)
+
+
+def test_the_first_lost_compare_and_swap_retries_at_once_and_a_second_in_a_row_backs_off(catalog: Catalog) -> None:
+    """A lost compare-and-swap brings back the commits that beat it, so the loser rebases and tries
+    again at once: no pause, no read. Losing again in a row pauses within the first backoff step, then
+    reads what landed meanwhile."""
     timer = SkippingTimer()
     settings = catalog.settings
-    services = Services(settings, Coordinator(settings.etcd, timer=timer), timer=timer)
+    coordinator = CountingCoordinator(settings.etcd, timer=timer)
+    services = Services(settings, coordinator, timer=timer)
     with Catalog(settings, services=services) as timed:
         table = timed.create_table("ns.backoff", schema="id BIGINT")
-        earlier, later = table.begin("insert_into"), table.begin("insert_into")
-        earlier.add_files([stage(earlier, None)])
-        later.add_files([stage(later, None)])
+
+        def append() -> Transaction:
+            tx = table.begin("insert_into")
+            tx.add_files([stage(tx, None)])
+            return tx
+
+        earlier, later = append(), append()
         earlier.commit()
+        swaps = coordinator.swaps
         info = later.commit()
-    assert info.retries == 1
+        assert (info.retries, timer.pauses) == (1, [])  # rebased, retried at once
+        assert (coordinator.swaps - swaps, coordinator.rebase_reads) == (2, 0)  # two round trips, no read
+
+        crowded, first, second = append(), append(), append()
+        first.commit()
+        swaps = coordinator.swaps
+        coordinator.before_swap[swaps + 2] = second.commit  # lands just before crowded's retry
+        info = crowded.commit()
+    assert info.retries == 2
     assert len(timer.pauses) == 1 and 0 <= timer.pauses[0] <= settings.commit.backoff_seconds
+    assert coordinator.rebase_reads == 1  # after the pause only

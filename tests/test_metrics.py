@@ -112,6 +112,10 @@ def test_rebased_commit_counts_one_retry(pk_table: Table, metrics: CommitMetrics
         "acidtables_commit_retries_total", {"namespace": "s", "table": "t", "operation": "insert_into"}
     )
     assert retries == 1
+    backoff = registry.get_sample_value(
+        "acidtables_commit_backoff_seconds_total", {"namespace": "s", "table": "t", "operation": "insert_into"}
+    )
+    assert backoff == 0  # the first retry after a loss goes at once
 
 
 def test_abort_counts_aborted_without_a_duration(

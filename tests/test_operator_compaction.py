@@ -20,6 +20,7 @@ from tests.test_operator_tables import catalog_name, eventually, table_resource
 from acidtables import Catalog, Table
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator.compactions import parse_time
 
 pytestmark = pytest.mark.slow  # each job starts a Spark JVM in its driver process
 
@@ -277,3 +278,32 @@ def test_a_job_pod_reaches_etcd_over_tls_with_a_password_through_secrets_it_moun
                 assert table.history(limit=1)[0].operation.display == "MINOR COMPACT"
         finally:
             assert operator.stop() == 0, operator.log()[-4000:]
+
+
+def test_a_failed_attempt_is_retried_after_its_backoff_and_the_retry_succeeds(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog, tmp_path: Path
+) -> None:
+    table = small_files(kube_api, kube_namespace, catalog, 2)
+    # attempt 1 is never scheduled: it fails at the driver start timeout (15 s here) and waits its backoff
+    with Kubelet(kube_api, kube_namespace, tmp_path, hold=("again-driver-1",)) as kubelet:
+        envtest.apply(kube_api, kube_namespace, job_resource("again", backoffLimit=1))
+        waiting = eventually(
+            lambda: get_job(kube_api, kube_namespace, "again").get("status", {}).get("retryAt"),
+            "the failed attempt's retry time kept in status",
+            operator,
+        )
+        try:
+            envtest.kubectl(
+                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/again", "-n", kube_namespace,
+                "--timeout=120s",
+            )  # fmt: skip
+        except Exception:
+            log = kubelet.log("again-driver-2")[-4000:]
+            raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
+    status = get_job(kube_api, kube_namespace, "again")["status"]
+    assert (status["phase"], status["attempts"]) == ("Succeeded", 2)
+    assert "retryAt" not in status and status["result"]["committedVersion"] == table.version
+    retried, started = parse_time(waiting), parse_time(status["startTime"])
+    assert retried is not None and started is not None and retried > started
+    events = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/events")["items"]
+    assert any(e["reason"] == "AttemptFailed" and e["involvedObject"]["name"] == "again" for e in events)

@@ -127,6 +127,13 @@ class CommitMetrics:
             ["namespace", "table", "operation"],
             registry=registry,
         )
+        self.backoff = Counter(
+            "acidtables_commit_backoff_seconds",
+            "Time commits paused before retrying after losing the compare-and-swap again in a row (the "
+            "first retry after a loss goes at once).",
+            ["namespace", "table", "operation"],
+            registry=registry,
+        )
         self.duration = Histogram(
             "acidtables_commit_duration_seconds",
             "Time from calling commit() to its outcome, rebases and backoff included.",
@@ -164,6 +171,7 @@ class CommitMetrics:
         for outcome in OUTCOMES:
             self.commits.labels(namespace, table, operation, outcome)
         self.retries.labels(namespace, table, operation)
+        self.backoff.labels(namespace, table, operation)
 
     def observe(self, event: CommitEvent) -> None:
         """Count one event; core calls this for every commit, conflict, retry, abort and exhaustion."""
@@ -171,6 +179,7 @@ class CommitMetrics:
         self._initialise(event.namespace, event.table, operation)
         if event.kind == "retry":
             self.retries.labels(event.namespace, event.table, operation).inc()
+            self.backoff.labels(event.namespace, event.table, operation).inc(event.backoff_seconds)
             return
         if event.kind not in OUTCOMES:
             logger.debug("ignoring commit event of unknown kind %r", event.kind)

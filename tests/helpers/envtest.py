@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import signal
 import ssl
@@ -215,13 +216,15 @@ def write_kubeconfig(api: KubeAPI, *, token: str | None = None, path: Path | Non
 
 
 def kubectl(api: KubeAPI, *args: str, kubeconfig: Path | None = None, stdin: str | None = None) -> str:
-    """Run the shipped kubectl against the server; its stdout. Raises CalledProcessError with stderr."""
+    """Run the shipped kubectl against the server; its stdout. Raises CalledProcessError with stderr.
+    A `--timeout=Ns` of its own (kubectl wait) is given time to run out, so kubectl says what it saw."""
+    own = [int(a.removeprefix("--timeout=").removesuffix("s")) for a in args if re.fullmatch(r"--timeout=\d+s", a)]
     result = subprocess.run(
         [str(api.kubectl), f"--kubeconfig={kubeconfig or api.kubeconfig}", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=max([120, *(seconds + 30 for seconds in own)]),
     )
     if result.returncode != 0:
         raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)

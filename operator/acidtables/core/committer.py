@@ -139,10 +139,14 @@ class _Committer:
                     f"compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS={self.settings.max_attempts}); nothing "
                     "was committed. The table is very busy: retry later or raise the limit."
                 )
-            delay = self.services.rng.uniform(
-                0, min(self.settings.backoff_max_seconds, self.settings.backoff_seconds * 2 ** (attempt - 1))
-            )
-            self.services.report(self._event("retry", retries=attempt))
+            # The failed compare-and-swap brought back what beat it and we are rebased onto it: the first
+            # retry goes at once. Losing again (attempt counts the losses in a row) means a crowd: back
+            # off with full jitter, doubling from backoff_seconds, capped, as etcd's STM does.
+            delay = 0.0
+            if attempt > 1:
+                ceiling = min(self.settings.backoff_max_seconds, self.settings.backoff_seconds * 2 ** (attempt - 2))
+                delay = self.services.rng.uniform(0, ceiling)
+            self.services.report(self._event("retry", retries=attempt, backoff_seconds=delay))
             logger.info(
                 "%s: txn %s (read version %d) rebased onto version %d, attempt %d/%d, retrying in %.3f s",
                 self.meta.name,

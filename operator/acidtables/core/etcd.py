@@ -33,6 +33,7 @@ import pyetcd
 from pyetcd import exceptions as etcd_exceptions
 from pyetcd import transactions as ops
 from pyetcd import utils as etcd_utils
+from pyetcd.client import KVMetadata
 from pyetcd.events import DeleteEvent
 
 from .errors import (
@@ -46,6 +47,14 @@ from .settings import EtcdSettings
 from .waiting import SYSTEM_TIMER, Timer
 
 logger = logging.getLogger(__name__)
+
+#: keys per page of a range read: an answer of ordinary log entries stays far below gRPC's 4 MiB limit
+#: on one message; a page of unusually large entries is halved until it fits
+RANGE_PAGE_KEYS = 1000
+#: log entries a commit transaction's failure branch (or a rebase read) brings back at most: 12 of the
+#: largest inline records (256 KiB) still fit one gRPC answer. A writer further behind than that reads
+#: the rest in pages, one more round trip; one that lost a race to a few commits never does.
+LOG_ENTRIES_IN_A_TXN = 12
 
 T = TypeVar("T")
 
@@ -187,6 +196,8 @@ class Coordinator:
         self._events_lease: tuple[float, Any] = (0.0, None)
         self._keepalive: threading.Thread | None = None
         self._closed = threading.Event()
+        #: keys per range page; halves (for good) when a page of large entries overflows an answer
+        self._page_keys = RANGE_PAGE_KEYS
 
     # --- connection ----------------------------------------------------------------------------------
 
@@ -418,12 +429,42 @@ class Coordinator:
         return HeadState(_versioned(value, self.head_key(table_id)), meta.mod_revision)
 
     def read_log(self, table_id: str, after: int, upto: int | None = None) -> list[dict[str, Any]]:
-        """Log entries with after < version <= upto (all newer ones when upto is None), oldest first, in
-        one range read. The key range itself is bounded: etcd 3.5 reads every key of a range it is asked
+        """Log entries with after < version <= upto (all newer ones when upto is None), oldest first,
+        read in pages. The key range itself is bounded: etcd 3.5 reads every key of a range it is asked
         to sort, whatever the limit, so readers never ask for "newest first, limit n"."""
         start, end = self._log_range(table_id, after, upto)
-        values = self._call("a log read", lambda c: list(c.get_range(start, end)))
+        values = self._paged_range("a log read", start, end)
         return [_versioned(v, m.key.decode(errors="replace")) for v, m in values]
+
+    def _paged_range(self, what: str, start: str, end: str) -> list[tuple[bytes, Any]]:
+        """Every key in [start, end), in key order, RANGE_PAGE_KEYS at a time: no answer approaches
+        gRPC's message limit however long the range (a table's log, its time index). Unsorted pages
+        read only the keys they return. Log and index entries never change once written, so pages
+        read at different revisions still add up to the range."""
+        out: list[tuple[bytes, Any]] = []
+        cursor: bytes = start.encode()
+        while True:
+            response = self._range_page(what, cursor, end, self._page_keys)
+            if response is None:  # this page of large entries is too big for one answer: smaller from now on
+                self._page_keys //= 2
+                continue
+            out.extend((kv.value, KVMetadata(kv, response.header)) for kv in response.kvs)
+            if not response.more or not response.kvs:
+                return out
+            cursor = response.kvs[-1].key + b"\0"
+
+    def _range_page(self, what: str, cursor: bytes, end: str, page: int) -> Any:
+        """One page of a range read, or None when it is too large for a gRPC answer and can shrink."""
+
+        def read(client: pyetcd.MultiEndpointEtcd3Client) -> Any:
+            try:
+                return client.get_range_response(cursor, end, limit=page)
+            except grpc.RpcError as exc:
+                if exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and page > 1:
+                    return None
+                raise
+
+        return self._call(what, read)
 
     def compare_and_swap(
         self,
@@ -448,7 +489,7 @@ class Coordinator:
         ]
         if time_version is not None:
             puts.append(ops.Put(self._key(table_id, "times", _pad(time_version)), str(version).encode()))
-        start, end = self._log_range(table_id, read_after, None)
+        start, end = self._log_range(table_id, read_after, read_after + LOG_ENTRIES_IN_A_TXN)
         try:
             succeeded, responses = client.transaction(
                 compare=[client.transactions.mod(self.head_key(table_id)) == expected_head_revision],
@@ -462,11 +503,24 @@ class Coordinator:
             revision = responses[0].response_put.header.revision
             return CasResult(True, HeadState(head, revision), [])
         head_kvs, log_kvs = responses
-        return CasResult(False, self._head_state(table_id, head_kvs), _log_entries(log_kvs))
+        return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
+
+    def _rebase_state(self, table_id: str, after: int, head_kvs: Any, log_kvs: Any) -> CasResult:
+        """The head and every log entry after `after` up to it: the first LOG_ENTRIES_IN_A_TXN came
+        with the head, the rest (a writer far behind) are read in pages."""
+        head = self._head_state(table_id, head_kvs)
+        log = _log_entries(log_kvs)
+        if head is not None:
+            received = int(log[-1].get("version", after)) if log else after
+            newest = int(head.value["version"])
+            if newest > received:
+                log += self.read_log(table_id, received, newest)
+        return CasResult(False, head, log)
 
     def read_head_and_log(self, table_id: str, after: int) -> CasResult:
-        """The head and the log after `after`, in one round trip: what a committer needs to rebase."""
-        start, end = self._log_range(table_id, after, None)
+        """The head and the log after `after`: what a committer needs to rebase. One round trip unless
+        more than LOG_ENTRIES_IN_A_TXN commits landed since."""
+        start, end = self._log_range(table_id, after, after + LOG_ENTRIES_IN_A_TXN)
         _, responses = self._call(
             "a head and log read",
             lambda c: c.transaction(
@@ -474,7 +528,7 @@ class Coordinator:
             ),
         )
         head_kvs, log_kvs = responses
-        return CasResult(False, self._head_state(table_id, head_kvs), _log_entries(log_kvs))
+        return self._rebase_state(table_id, after, head_kvs, log_kvs)
 
     def _head_state(self, table_id: str, head_kvs: Any) -> HeadState | None:
         if not head_kvs:
@@ -520,13 +574,14 @@ class Coordinator:
 
     def _time_window(self, table_id: str, low_us: int, end: str) -> list[tuple[bytes, Any]]:
         start = self._key(table_id, "times", _pad(low_us))
-        return self._call("a time lookup", lambda c: list(c.get_range(start, end)))
+        return self._paged_range("a time lookup", start, end)
 
     def versions_between_times(self, table_id: str, start_us: int, end_us: int) -> list[tuple[int, int]]:
-        """Data commits with start_us <= time version <= end_us: (time version, ID version) pairs."""
+        """Data commits with start_us <= time version <= end_us: (time version, ID version) pairs, in
+        time order (the keys' order: padded numbers)."""
         start = self._key(table_id, "times", _pad(start_us))
         end = self._key(table_id, "times", _pad(end_us + 1))
-        values = self._call("a time range read", lambda c: list(c.get_range(start, end, sort_order="ascend")))
+        values = self._paged_range("a time range read", start, end)
         return [_time_entry(v, m) for v, m in values]
 
     # --- checkpoints ---------------------------------------------------------------------------------

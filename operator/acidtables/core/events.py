@@ -32,6 +32,8 @@ class CommitEvent:
     duration_seconds: float = 0.0
     #: the exception class name, for conflicts
     exception: str | None = None
+    #: for a retry: the pause before it (0 for the first rebase, which retries at once)
+    backoff_seconds: float = 0.0
 
 
 def commit_event(

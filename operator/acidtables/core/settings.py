@@ -103,7 +103,8 @@ class CommitSettings:
 
     #: attempts at the compare-and-swap before CommitRetriesExhausted (ACIDTABLES_COMMIT_MAX_ATTEMPTS)
     max_attempts: int = 50
-    #: first backoff after a lost compare-and-swap; doubles per attempt, with full jitter
+    #: the pause's ceiling after a second lost compare-and-swap in a row (the first retry goes at once);
+    #: doubles per further loss, with full jitter
     backoff_seconds: float = 0.002
     backoff_max_seconds: float = 0.25
     #: a checkpoint of the active file set is written every this many versions

@@ -143,9 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcome = JobOutcome()
     spark = None
     try:
+        # Spark first: its JVM is a forked child, and forking once gRPC (the etcd client) runs its
+        # threads can leave the child without the descriptors it needs (seen: the JVM exiting at once)
+        spark = _session(args)
         with Catalog.connect() as catalog:
             table = catalog.table(args.table)
-            spark = _session(args)
             outcome = run_compaction(
                 SparkTable(spark, table),
                 args.type,

@@ -38,6 +38,7 @@ from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.etcd import Coordinator
 from acidtables.core.services import Services
 from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.core.txn_ids import lease_of
 from acidtables.core.waiting import wait_for
 from acidtables.errors import (
     CommitOutcomeUnknown,
@@ -121,13 +122,10 @@ def crash_at(spec: CatalogSpec, table: Table, tmp_path: Path, etcd_server: Embed
             raise AssertionError(f"{exc}; writer stderr:\n{log.read_text()}") from exc
         assert began[0] == "began"
         writer = CrashedWriter(began[1], began[2], marker)
-        client = etcd_client(etcd_server.host, etcd_server.client_port)
-        try:
-            registered = writer.txn_id in inflight_txns(client, spec.prefix, table.table_id)
-        finally:
-            client.close()
-        # while it waits, its transaction is registered in flight, up to the commit that clears it
-        assert registered == (point != "committed")
+        if point != "committed":
+            # while it waits it is running, registered or not yet (it began less than a second ago):
+            # cleanup keeps its staged files
+            assert writer.txn_id in table.cleanup(grace_seconds=0).kept_inflight
         kill_and_reap(process)
         return writer
 
@@ -137,12 +135,19 @@ def crash_at(spec: CatalogSpec, table: Table, tmp_path: Path, etcd_server: Embed
 
 
 def _wait_until_not_in_flight(spec: CatalogSpec, etcd_server: EmbeddedEtcd, table: Table, txn_id: str) -> None:
+    """Until etcd sees the killed writer dead: its lease (which its transaction id names) expired, and
+    with it any in-flight registration."""
+    lease = lease_of(txn_id)
+    assert lease is not None
     client = etcd_client(etcd_server.host, etcd_server.client_port)
     try:
         wait_for(
-            lambda: txn_id not in inflight_txns(client, spec.prefix, table.table_id),
+            lambda: (
+                client.get_lease_info(lease).TTL <= 0
+                and txn_id not in inflight_txns(client, spec.prefix, table.table_id)
+            ),
             timeout_seconds=LEASE_TTL_SECONDS + 10,
-            message=f"in-flight key of {txn_id} still there {LEASE_TTL_SECONDS + 10} s after its writer died",
+            message=f"the lease of {txn_id} still alive {LEASE_TTL_SECONDS + 10} s after its writer died",
         )
     finally:
         client.close()
@@ -510,12 +515,18 @@ def test_missing_etcd_credentials_on_an_auth_enabled_etcd_is_a_configuration_err
 def test_abort_deletes_staged_files_and_the_inflight_registration(
     table: Table, spec: CatalogSpec, etcd_server: EmbeddedEtcd
 ) -> None:
+    """A transaction running longer than register_after_seconds is registered; abort removes it."""
     tx = table.begin("insert_into")
     f = write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"})
     tx.add_files([f])
     client = etcd_client(etcd_server.host, etcd_server.client_port)
     try:
-        assert inflight_txns(client, spec.prefix, table.table_id) == [tx.txn_id]
+        # still running after register_after_seconds (1 s): the registrar registered it
+        wait_for(
+            lambda: inflight_txns(client, spec.prefix, table.table_id) == [tx.txn_id],
+            timeout_seconds=10,
+            message="the running transaction registered in flight",
+        )
 
         tx.abort()
 
@@ -608,3 +619,25 @@ def test_an_unreadable_ca_file_is_named_with_its_variable(
     ):
         catalog.list_tables()
     assert server.endpoint in str(caught.value)
+
+
+def test_a_quick_commit_never_registers_and_costs_one_compare_and_swap(table: Table) -> None:
+    """The commit path of a quick append (design §2): no registration, no head read, one round trip."""
+    coordinator = table._services.coordinator
+    calls: list[str] = []
+    originals = {name: getattr(coordinator, name) for name in ("register_inflight", "read_head", "compare_and_swap")}
+    for name, original in originals.items():
+
+        def counted(*args: object, _name: str = name, _original: object = original, **kwargs: object) -> object:
+            calls.append(_name)
+            return _original(*args, **kwargs)  # type: ignore[operator]
+
+        setattr(coordinator, name, counted)
+    try:
+        _commit_one(table)  # the first: the process learns the head
+        calls.clear()
+        info, _ = _commit_one(table)
+    finally:
+        for name, original in originals.items():
+            setattr(coordinator, name, original)
+    assert info.version == 2 and calls == ["compare_and_swap"]

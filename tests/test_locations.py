@@ -197,10 +197,10 @@ def test_cleanup_keeps_committed_files_foreign_directories_and_other_tables(cata
     foreign = Path(table.location) / "data" / "dt=a"
     foreign.mkdir()
     (foreign / "part-0.parquet").write_text("not ours")
-    dead = table.begin("insert_into")
-    dead.add_files([stage(dead, None)])  # staged, never committed: its process "died"
+    with Catalog(catalog.settings) as dying:  # another writer, whose lease ends when it closes
+        dead = dying.table("sales.t").begin("insert_into")
+        dead.add_files([stage(dead, None)])  # staged, never committed: its process "died"
     dead_dir = Path(dead.staging_dir)
-    catalog.services.coordinator.unregister_inflight(table.table_id, dead.txn_id)
     report = table.cleanup(grace_seconds=0)
     assert not dead_dir.exists() and any(dead.txn_id in p for p in report.deleted)
     assert (foreign / "part-0.parquet").exists()

@@ -166,6 +166,7 @@ def test_etcd_collector_sees_a_recorded_abort(catalog: Catalog, pk_table: Table,
     registry.register(EtcdEventCollector(catalog.services.coordinator))
     _abort_one(pk_table)
     _abort_one(pk_table)
+    catalog.services.coordinator.flush_events()  # events are written by a thread of their own
 
     assert registry.get_sample_value("acidtables_recent_aborts", {"namespace": "s", "table": "t"}) == 2
 

@@ -118,9 +118,9 @@ def test_drop_and_cleanup_on_an_object_store_delete_only_what_the_table_wrote(s3
     neighbour = with_rows(s3_catalog.create_table("sales.neighbour", schema=SCHEMA, partition_by=["dt"]))
     neighbour_objects = objects(neighbour.location)
     Storage(doomed.location).write_exclusive("README.txt", b"kept")
-    dead = doomed.begin("insert_into")
-    dead.add_files([stage(dead, name="dead.parquet")])
-    s3_catalog.services.coordinator.unregister_inflight(doomed.table_id, dead.txn_id)
+    with Catalog(s3_catalog.settings) as dying:  # another writer, whose lease ends when it closes
+        dead = dying.table("sales.doomed").begin("insert_into")
+        dead.add_files([stage(dead, name="dead.parquet")])
     report = doomed.cleanup(grace_seconds=0)
     assert any(dead.txn_id in p for p in report.deleted)
     assert not [p for p in objects(doomed.location) if dead.txn_id in p]

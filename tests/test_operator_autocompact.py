@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
-from tests.test_operator_tables import catalog_name, events_for, table_resource
+from tests.test_operator_tables import catalog_name, events_for, eventually, table_resource
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
@@ -49,6 +49,8 @@ def test_automatic_minor_compaction_next_to_an_in_flight_insert(
             t.insert_into(spark.createDataFrame([(i, "p", float(i))], SCHEMA))
         writer = t.insert_into(spark.createDataFrame([(100, "p", 1.0)], SCHEMA), commit=False)  # in flight on dt=p
         assert automatic_jobs(kube_api, kube_namespace) == []
+        # running for over a second, the writer is registered in etcd, with the partition it writes
+        eventually(lambda: [r.operation for r in t.table.in_flight()] == ["insert_into"], "registered", operator)
         envtest.kubectl(kube_api, "delete", "compactionjob", "blocker", "-n", kube_namespace)  # now it decides
         deadline = time.monotonic() + 180
         while not any(

@@ -183,3 +183,13 @@ def test_an_unknown_operation_lists_the_valid_ones() -> None:
 
     with pytest.raises(InvalidArgumentError, match="insert_into, insert_overwrite"):
         Operation.parse("upsert")
+
+
+def test_a_transaction_id_carries_its_writers_lease() -> None:
+    from acidtables.core.txn_ids import lease_of, new_txn_id
+
+    txn_id = new_txn_id(0x694D_7A2B_1C3E_0042)
+    assert len(txn_id) == 48 and lease_of(txn_id) == 0x694D_7A2B_1C3E_0042
+    assert new_txn_id(7) != new_txn_id(7)  # unique per transaction, same lease
+    assert lease_of("0" * 32) is None  # an id from before leases rode in ids, or a table's creation
+    assert lease_of("Z" * 48) is None

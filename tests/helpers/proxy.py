@@ -137,10 +137,12 @@ class HoldingProxy:
                     connection.close()
                     continue
                 self._connections.append(connection)
-            connection.thread = threading.Thread(
-                target=self._pump, args=(connection,), name="holding-proxy-pump", daemon=True
-            )
-            connection.thread.start()
+                # started under the lock: disarm() and close() never see a connection whose thread
+                # has not started (joining one raises)
+                connection.thread = threading.Thread(
+                    target=self._pump, args=(connection,), name="holding-proxy-pump", daemon=True
+                )
+                connection.thread.start()
 
     def _pump(self, connection: _Connection) -> None:
         client, server = connection.client, connection.server

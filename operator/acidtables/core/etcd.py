@@ -23,7 +23,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
@@ -198,6 +198,13 @@ class Coordinator:
         self._closed = threading.Event()
         #: keys per range page; halves (for good) when a page of large entries overflows an answer
         self._page_keys = RANGE_PAGE_KEYS
+        #: table id -> the newest head this process has seen (its own commits, lost races, reads): where
+        #: a transaction starts without a round trip; the compare-and-swap judges whatever is newer
+        self._heads: dict[str, HeadState] = {}
+        #: events waiting to be recorded by the recorder thread (off the commit path)
+        self._events: list[tuple[str, dict[str, Any], int]] = []
+        self._events_ready = threading.Condition(self._lock)
+        self._recorder: threading.Thread | None = None
 
     # --- connection ----------------------------------------------------------------------------------
 
@@ -325,7 +332,10 @@ class Coordinator:
         return CoordinatorRefused(f"etcd refused {what}: {details}")
 
     def close(self) -> None:
+        self.flush_events()
         self._closed.set()
+        with self._lock:
+            self._events_ready.notify_all()
         if self._lease is not None:
             try:
                 self._lease.revoke()
@@ -418,15 +428,36 @@ class Coordinator:
                 failure=[],
             ),
         )
+        self.forget_head(table_id)
         return bool(succeeded)
 
     # --- head and log --------------------------------------------------------------------------------
 
-    def read_head(self, table_id: str) -> HeadState:
-        value, meta = self._call("a head read", lambda c: c.get(self.head_key(table_id)))
+    def read_head(self, table_id: str, *, serializable: bool = False) -> HeadState:
+        """The table's head. `serializable`: from whichever member answers, without a quorum read (it
+        may be a little behind, which is fine where the compare-and-swap judges what is newer)."""
+        key = self.head_key(table_id)
+        value, meta = self._call("a head read", lambda c: c.get(key, serializable=serializable))
         if value is None:
+            self.forget_head(table_id)
             raise LookupError(f"table {table_id} has no head")
-        return HeadState(_versioned(value, self.head_key(table_id)), meta.mod_revision)
+        return self._remember(table_id, HeadState(_versioned(value, key), meta.mod_revision))
+
+    def known_head(self, table_id: str) -> HeadState | None:
+        """The newest head of the table this process has seen, without asking etcd."""
+        with self._lock:
+            return self._heads.get(table_id)
+
+    def forget_head(self, table_id: str) -> None:
+        with self._lock:
+            self._heads.pop(table_id, None)
+
+    def _remember(self, table_id: str, head: HeadState) -> HeadState:
+        with self._lock:
+            known = self._heads.get(table_id)
+            if known is None or head.mod_revision >= known.mod_revision:
+                self._heads[table_id] = head
+        return head
 
     def read_log(self, table_id: str, after: int, upto: int | None = None) -> list[dict[str, Any]]:
         """Log entries with after < version <= upto (all newer ones when upto is None), oldest first,
@@ -501,7 +532,7 @@ class Coordinator:
             raise CommitAnswerLost(str(exc)) from exc
         if succeeded:
             revision = responses[0].response_put.header.revision
-            return CasResult(True, HeadState(head, revision), [])
+            return CasResult(True, self._remember(table_id, HeadState(head, revision)), [])
         head_kvs, log_kvs = responses
         return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
 
@@ -510,7 +541,10 @@ class Coordinator:
         with the head, the rest (a writer far behind) are read in pages."""
         head = self._head_state(table_id, head_kvs)
         log = _log_entries(log_kvs)
-        if head is not None:
+        if head is None:
+            self.forget_head(table_id)
+        else:
+            self._remember(table_id, head)
             received = int(log[-1].get("version", after)) if log else after
             newest = int(head.value["version"])
             if newest > received:
@@ -640,26 +674,35 @@ class Coordinator:
                 logger.info("refreshing the in-flight lease failed (%s); will retry", exc)
                 self._reset_client()
 
-    def begin_transaction(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> HeadState:
-        """Register a transaction as in flight and read the head it pins, in one round trip."""
+    def process_lease_id(self, ttl: int) -> int:
+        """This process's lease (granted on first use, kept alive until close): its transactions'
+        ids carry it (core.txn_ids) and their registrations live under it."""
+        return int(self._process_lease(ttl).id)
+
+    def register_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> bool:
+        """Register a running transaction under the process lease, unless it has committed meanwhile
+        (its txn index key exists): a registration made late can never outlive its commit. False when
+        it had committed."""
         lease = self._process_lease(ttl)
         inflight = self._key(table_id, "inflight", txn_id)
-        head_key = self.head_key(table_id)
-        _, responses = self._call(
-            "begin",
+        committed = self._key(table_id, "txns", txn_id)
+        succeeded, _ = self._call(
+            "an in-flight registration",
             lambda c: c.transaction(
-                compare=[], success=[ops.Put(inflight, _dumps(info), lease), ops.Get(head_key)], failure=[]
+                compare=[c.transactions.version(committed) == 0],
+                success=[ops.Put(inflight, _dumps(info), lease)],
+                failure=[],
             ),
         )
-        kvs = responses[1]
-        if not kvs:
-            self._call("an in-flight removal", lambda c: c.delete(inflight))
-            raise LookupError(f"table {table_id} has no head")
-        try:
-            return HeadState(_versioned(kvs[0][0], head_key), kvs[0][1].mod_revision)
-        except CorruptMetadataError:
-            self._call("an in-flight removal", lambda c: c.delete(inflight))
-            raise
+        return bool(succeeded)
+
+    def live_leases(self, lease_ids: Iterable[int]) -> set[int]:
+        """Which of these leases etcd still keeps alive (a writer process that has not died)."""
+        return {lease_id for lease_id in set(lease_ids) if self._lease_ttl_left(lease_id) > 0}
+
+    def _lease_ttl_left(self, lease_id: int) -> int:
+        answer = self._call("a lease lookup", lambda c: c.get_lease_info(lease_id))
+        return int(answer.TTL)
 
     def update_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> None:
         """Replace a running transaction's registration (under the same process lease)."""
@@ -791,17 +834,45 @@ class Coordinator:
         return RawKey(key.decode(errors="replace").removeprefix(self.prefix + "/"), value, int(mod_revision))
 
     def record_event(self, table_id: str, txn_id: str, event: dict[str, Any], ttl: int) -> None:
-        """Store a conflict, retry, exhaustion or abort for the operator to count; best effort, it never
-        fails a job. Every event of this process shares one lease per `ttl / 2` window (one grant per
-        window, not per event), so an event lives between `ttl / 2` and `ttl` seconds."""
+        """Store a conflict, retry, exhaustion or abort for the operator to count: queued and written by
+        a thread of its own, so a rebase costs no round trip for it; best effort, it never fails a job
+        (close() flushes what is queued). Every event of this process shares one lease per `ttl / 2`
+        window (one grant per window, not per event), so an event lives between `ttl / 2` and `ttl`
+        seconds."""
         key = f"{self.prefix}/events/{table_id}/{_pad(time.time_ns() // 1000)}-{txn_id}-{random.randrange(1 << 16)}"
-        try:
-            lease = self._event_lease(ttl)
-            self.client.put(key, _dumps(event), lease=lease)
-        except Exception as exc:  # metrics must never turn a result into a failure
+        with self._lock:
+            self._events.append((key, event, ttl))
+            if self._recorder is None:
+                self._recorder = threading.Thread(target=self._record_events, name="acidtables-events", daemon=True)
+                self._recorder.start()
+            self._events_ready.notify_all()
+
+    def flush_events(self, timeout_seconds: float = 5.0) -> None:
+        """Wait until the queued events are written (or `timeout_seconds` passed)."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._lock:
+            while self._events and self._recorder is not None and time.monotonic() < deadline:
+                self._events_ready.wait(0.05)
+
+    def _record_events(self) -> None:
+        while True:
             with self._lock:
-                self._events_lease = (0.0, None)  # a lost or revoked lease: grant a new one next time
-            logger.info("could not record a %s event in etcd: %s", event.get("kind"), exc)
+                while not self._events and not self._closed.is_set():
+                    self._events_ready.wait()
+                if not self._events:
+                    self._recorder = None
+                    return
+                key, event, ttl = self._events[0]
+            try:
+                lease = self._event_lease(ttl)
+                self.client.put(key, _dumps(event), lease=lease)
+            except Exception as exc:  # metrics must never turn a result into a failure
+                with self._lock:
+                    self._events_lease = (0.0, None)  # a lost or revoked lease: grant a new one next time
+                logger.info("could not record a %s event in etcd: %s", event.get("kind"), exc)
+            with self._lock:
+                self._events.pop(0)
+                self._events_ready.notify_all()
 
     def _event_lease(self, ttl: int) -> Any:
         with self._lock:

@@ -18,6 +18,7 @@ from .locations import check_owner, mark_dropped
 from .records import CommitRecord
 from .services import Services
 from .storage import DATA_DIR, METADATA_DIR, txn_of_staging_dir
+from .txn_ids import lease_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +63,24 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
     deleted: list[str] = []
     kept: list[str] = []
     damaged: list[tuple[str, str]] = []
-    for entry in storage.list_dir(DATA_DIR):
-        txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
-        if txn_id is None:
-            continue  # not a staging directory: nothing this library staged, so never its to delete
-        if txn_id in inflight:
+    staging = {
+        txn_id: entry
+        for entry in storage.list_dir(DATA_DIR)
+        if (txn_id := txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])) is not None
+    }  # anything else under data/ is nothing this library staged, so never its to delete
+    # A running transaction is registered, or (younger than register_after_seconds) its id names the
+    # lease of a writer process that is still alive (core.txn_ids) and it has not committed.
+    commit_files = {entry.path: entry for entry in storage.list_dir(f"{METADATA_DIR}/commits")}
+    owners = {*staging, *(path.rsplit("/", 1)[-1].split("-", 1)[0] for path in commit_files)}
+    leases = {txn_id: lease for txn_id in owners if txn_id not in inflight and (lease := lease_of(txn_id))}
+    alive = services.coordinator.live_leases(leases.values())
+    running = set(inflight) | {
+        txn_id
+        for txn_id, lease in leases.items()
+        if lease in alive and services.coordinator.find_txn(table_id, txn_id) is None
+    }
+    for txn_id, entry in staging.items():
+        if txn_id in running:
             kept.append(txn_id)
             continue
         files = list(storage.walk(entry.path))
@@ -91,9 +105,9 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
             and f.path.endswith(".parquet")
         ]
         deleted += storage.discard_staged(txn_id, unreferenced)
-    for entry in storage.list_dir(f"{METADATA_DIR}/commits"):
+    for entry in commit_files.values():
         txn_id = entry.path.rsplit("/", 1)[-1].split("-", 1)[0]
-        if txn_id in inflight or now - entry.modified_at < grace_seconds:
+        if txn_id in running or now - entry.modified_at < grace_seconds:
             continue
         try:
             raw = _log_entry_of(services, table_id, txn_id)

@@ -7,14 +7,17 @@ back-references). The clock and the jitter's random generator are here so tests 
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import random
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from . import events
 from .errors import CorruptMetadataError
@@ -57,6 +60,7 @@ class Services:
         self.rng = rng or random.Random()
         self._storages: dict[str, Storage] = {}
         self.snapshots = SnapshotCache(self)
+        self.registrar = Registrar(settings.commit.register_after_seconds)
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
         """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
@@ -108,6 +112,46 @@ class Services:
                 f"log entry {version} does not have the shape of a commit record ({type(exc).__name__}: {exc})",
                 key=f"log/{version}",
             ) from None
+
+
+class Registrable(Protocol):
+    def register_in_flight(self) -> None: ...
+
+
+class Registrar:
+    """Registers each transaction that is still running `after_seconds` after it began, on a thread of
+    its own (design §2): a quick commit's one round trip is its compare-and-swap, and a long one is
+    visible in etcd (operator, retention) within a second of starting. Holds transactions weakly: one
+    dropped without commit or abort is simply never registered."""
+
+    def __init__(self, after_seconds: float) -> None:
+        self.after_seconds = after_seconds
+        self._due: list[tuple[float, int, weakref.ref[Registrable]]] = []
+        self._sequence = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, transaction: Registrable) -> None:
+        with self._changed:
+            due = time.monotonic() + self.after_seconds
+            heapq.heappush(self._due, (due, next(self._sequence), weakref.ref(transaction)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="acidtables-registrar", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, _, ref = heapq.heappop(self._due)
+            transaction = ref()
+            if transaction is not None:
+                try:
+                    transaction.register_in_flight()
+                except Exception:  # advisory: the commit does not depend on it
+                    logger.info("an in-flight registration failed", exc_info=True)
 
 
 class SnapshotCache:

@@ -30,6 +30,7 @@ VARIABLES = (
     "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS",
     "ACIDTABLES_COMMIT_MAX_ATTEMPTS",
     "ACIDTABLES_CHECKPOINT_INTERVAL",
+    "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS",
 )
 
 
@@ -43,6 +44,19 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
     if value <= 0:
         raise ConfigurationError(f"{name}={raw!r} must be positive")
+    return value
+
+
+def _seconds_or_zero(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise ConfigurationError(f"{name}={raw!r} must be 0 or more seconds")
     return value
 
 
@@ -114,6 +128,10 @@ class CommitSettings:
     inline_record_max_bytes: int = 256 * 1024
     #: lease of the in-flight registrations; a process that dies loses them after this long
     lease_ttl_seconds: int = 30
+    #: a transaction still running after this long registers in etcd (its operation, read version and
+    #: partitions, for the operator and retention); one that commits sooner never does, so its only
+    #: round trip is the compare-and-swap. 0: register at once (still off the commit path)
+    register_after_seconds: float = 1.0
     #: conflicts and aborts recorded in etcd for the operator expire after this long
     event_ttl_seconds: int = 3600
 
@@ -124,6 +142,9 @@ class CommitSettings:
         return CommitSettings(
             max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
             checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
+            register_after_seconds=_seconds_or_zero(
+                env, "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS", CommitSettings.register_after_seconds
+            ),
         )
 
 

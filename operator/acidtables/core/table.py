@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from .services import Services
 from .snapshot import Snapshot
 from .storage import Storage
 from .transaction import Transaction
+from .txn_ids import new_txn_id
 
 logger = logging.getLogger(__name__)
 
@@ -237,22 +237,32 @@ class Table:
         op = Operation.parse(operation)
         if op is Operation.CREATE_TABLE:
             raise InvalidArgumentError("begin(): tables are created with Catalog.create_table()")
-        txn_id = uuid.uuid4().hex
+        # No round trip (design §2): the id carries this process's lease (granted once), and the
+        # transaction starts from the newest head this process knows (its own last commit, a race it
+        # lost, a read), else from a serializable read. The compare-and-swap judges whatever landed
+        # since, as after any lost race. It registers in etcd only if it is still running after
+        # `register_after_seconds`.
+        txn_id = new_txn_id(self._coordinator.process_lease_id(self._services.settings.commit.lease_ttl_seconds))
         storage = self._services.storage(self.location)
         info = {
             "operation": op.value,
             "staging_dir": storage.absolute(storage.staging_dir(txn_id)),
             "started_at": self._services.clock(),
         }
+        head = self._coordinator.known_head(self.table_id)
         try:
-            head = self._coordinator.begin_transaction(
-                self.table_id, txn_id, info, self._services.settings.commit.lease_ttl_seconds
-            )
+            if head is None:
+                head = self._coordinator.read_head(self.table_id, serializable=True)
+            try:
+                snapshot = self._services.snapshots.load(self.table_id, self.location, int(head.value["version"]))
+            except CorruptMetadataError:
+                # a head this process remembered, of a table dropped (or damaged) since: ask etcd
+                self._coordinator.forget_head(self.table_id)
+                head = self._coordinator.read_head(self.table_id)
+                snapshot = self._services.snapshots.load(self.table_id, self.location, int(head.value["version"]))
         except LookupError:
             raise TableNotFoundError(f"{self.name} was dropped") from None
-        version = int(head.value["version"])
-        snapshot = self._services.snapshots.load(self.table_id, self.location, version)
-        return Transaction(
+        transaction = Transaction(
             self._services,
             snapshot,
             op,
@@ -261,6 +271,8 @@ class Table:
             user_metadata=user_metadata,
             registered=info,
         )
+        self._services.registrar.schedule(transaction)
+        return transaction
 
     @names_damage
     def resume(self, txn_id: str, operation: str | Operation, *, read_version: int, head_revision: int) -> Transaction:

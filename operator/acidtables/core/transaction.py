@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -73,9 +74,13 @@ class Transaction:
         registered: Mapping[str, Any] | None = None,
     ) -> None:
         self._services = services
-        #: what this process registered as the in-flight key (None: another process registered it)
+        #: what this transaction registers as its in-flight key once it has run for a while (None: it
+        #: was begun in another process, which registers it)
         self._registered = dict(registered) if registered is not None else None
         self._published_partitions: object = None
+        #: "pending" until the registrar registers it, then "registered"; "closed" once it ended
+        self._in_flight = "pending" if registered is not None else "closed"
+        self._in_flight_lock = threading.Lock()
         self.snapshot = snapshot
         #: etcd mod revision of the head at the read version: what the first compare-and-swap compares
         self.head_revision = head_revision
@@ -265,9 +270,10 @@ class Transaction:
         self._publish_scope()
 
     def _publish_scope(self) -> None:
-        """Add the partitions this transaction writes to its in-flight key, once they are known or grow,
-        so the operator's automatic compaction can pick what cannot lose to it (design §6). Advisory:
-        the conflict rules still decide every commit, so a failure here is only logged."""
+        """Add the partitions this transaction writes to its in-flight registration, once they are known
+        or grow, so the operator's automatic compaction can pick what cannot lose to it (design §6).
+        Before the registrar has registered the transaction this only updates what it will register.
+        Advisory: the conflict rules still decide every commit, so a failure here is only logged."""
         if self._registered is None or not self.metadata.partition_by:
             return  # registered elsewhere, or unpartitioned: the key already means the whole table
         try:
@@ -278,12 +284,27 @@ class Transaction:
             if partitions == self._published_partitions or (partitions == [] and self._published_partitions is None):
                 return
             self._published_partitions = partitions
-            info = {**self._registered, "read_version": self.read_version, "partitions": partitions}
-            self._services.coordinator.update_inflight(
-                self.metadata.table_id, self.txn_id, info, self._services.settings.commit.lease_ttl_seconds
-            )
+            self._registered["partitions"] = partitions
+            with self._in_flight_lock:
+                if self._in_flight == "registered":
+                    self._put_registration()
         except Exception as exc:  # the operator then treats the transaction as touching any partition
             logger.info("%s: could not publish the scope of txn %s (%s)", self.table_name, self.txn_id, exc)
+
+    def register_in_flight(self) -> None:
+        """Register this still running transaction in etcd (the registrar calls this). A transaction that
+        ended first is never registered, and the registration is refused once it has committed."""
+        with self._in_flight_lock:
+            if self._in_flight != "pending":
+                return
+            self._in_flight = "registered" if self._put_registration() else "closed"
+
+    def _put_registration(self) -> bool:
+        assert self._registered is not None
+        info = {**self._registered, "read_version": self.read_version}
+        return self._services.coordinator.register_inflight(
+            self.metadata.table_id, self.txn_id, info, self._services.settings.commit.lease_ttl_seconds
+        )
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
         """Make the write idempotent: (app_id, version) is applied at most once (D-27)."""
@@ -428,9 +449,14 @@ class Transaction:
             ) from None
         except BaseException:
             self._closed = True
+            with self._in_flight_lock:  # ended, whatever the outcome: never registered from now on
+                if self._in_flight == "pending":
+                    self._in_flight = "closed"
             raise
         self._closed = True
         self._committed = info
+        with self._in_flight_lock:  # the compare-and-swap deleted any registration; none comes after
+            self._in_flight = "closed"
         return info
 
     def abort(self) -> None:
@@ -473,6 +499,12 @@ class Transaction:
             )
 
     def _forget_inflight(self) -> None:
+        """The transaction ended without committing: no registration may stay behind (the registrar
+        never makes one now, and one it made is deleted)."""
+        with self._in_flight_lock:
+            registered, self._in_flight = self._in_flight == "registered", "closed"
+            if not registered:
+                return
         try:
             self._services.coordinator.unregister_inflight(self.metadata.table_id, self.txn_id)
         except Exception as exc:  # the lease expires it anyway

@@ -159,3 +159,15 @@ def test_a_misspelt_create_table_option_is_named_with_the_ones_there_are(catalog
     with pytest.raises(InvalidArgumentError, match=r"unknown option partition; the options are partition_by, "):
         catalog.create_table("ns.typo", schema="id BIGINT, dt STRING", partition=["dt"])  # type: ignore[call-arg]
     assert catalog.list_tables("ns") == []
+
+
+def test_register_after_seconds_takes_zero_and_refuses_a_negative_naming_the_setting() -> None:
+    from acidtables.core.settings import CommitSettings
+    from acidtables.errors import ConfigurationError
+
+    variable = "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS"
+    assert CommitSettings.from_env({variable: "0"}).register_after_seconds == 0
+    assert CommitSettings.from_env({}).register_after_seconds == 1.0
+    for bad in ("-1", "soon"):
+        with pytest.raises(ConfigurationError, match=variable):
+            CommitSettings.from_env({variable: bad})

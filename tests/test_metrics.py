@@ -155,6 +155,7 @@ def test_etcd_collector_sees_a_recorded_conflict(
 ) -> None:
     registry.register(EtcdEventCollector(catalog.services.coordinator))
     _lose_insert_to_insert(pk_table)
+    catalog.services.coordinator.flush_events()  # events are written by a thread of their own
 
     labels = {"namespace": "s", "table": "t", "exception": "TransactionConflictException"}
     assert registry.get_sample_value("acidtables_recent_conflicts", labels) == 1
@@ -205,6 +206,7 @@ def test_retries_and_exhaustion_are_recorded_in_etcd_under_one_shared_lease(
         with pytest.raises(CommitRetriesExhausted):
             second.commit()
 
+    catalog.services.coordinator.flush_events()  # events are written by a thread of their own
     recorded = catalog.services.coordinator.list_events(table.table_id)
     kinds = [(e["kind"], e["txn_id"]) for e in recorded]
     assert ("retry", later.txn_id) in kinds and ("exhausted", second.txn_id) in kinds

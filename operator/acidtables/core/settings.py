@@ -34,7 +34,7 @@ VARIABLES = (
 )
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero_allowed: bool = False) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -42,21 +42,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ConfigurationError(f"{name}={raw!r} must be positive")
-    return value
-
-
-def _seconds_or_zero(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not a number of seconds") from None
-    if not value >= 0:
+    if zero_allowed and not value >= 0:
         raise ConfigurationError(f"{name}={raw!r} must be 0 or more seconds")
+    if not zero_allowed and not value > 0:
+        raise ConfigurationError(f"{name}={raw!r} must be positive")
     return value
 
 
@@ -142,8 +131,11 @@ class CommitSettings:
         return CommitSettings(
             max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
             checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
-            register_after_seconds=_seconds_or_zero(
-                env, "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS", CommitSettings.register_after_seconds
+            register_after_seconds=_float(
+                env,
+                "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS",
+                CommitSettings.register_after_seconds,
+                zero_allowed=True,
             ),
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,30 @@ def get_job(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, A
     return result
 
 
+def wait_until_succeeded(
+    kube_api: envtest.KubeAPI,
+    namespace: str,
+    name: str,
+    operator: OperatorProcess,
+    kubelet: Kubelet,
+    timeout_seconds: int = 180,
+) -> dict[str, Any]:
+    """`kubectl wait` for the job's Succeeded condition; its status. When it does not come, the failure
+    shows every pod's log, the test kubelet's errors and the operator's log."""
+    try:
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Succeeded", f"compactionjob/{name}", "-n", namespace,
+            f"--timeout={timeout_seconds}s",
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        logs = "\n".join(f"--- {pod}:\n{kubelet.log(pod)[-3000:]}" for pod in kubelet.started)
+        raise AssertionError(
+            f"{name} did not succeed\n{logs}\nkubelet: {kubelet.errors}\noperator log:\n{operator.log()[-3000:]}"
+        ) from None
+    status: dict[str, Any] = get_job(kube_api, namespace, name)["status"]
+    return status
+
+
 def small_files(kube_api: envtest.KubeAPI, namespace: str, catalog: Catalog, count: int) -> Table:
     envtest.apply(kube_api, namespace, table_resource("events"))
     envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/events", "-n", namespace, "--timeout=60s")
@@ -60,14 +85,7 @@ def test_a_compaction_job_rewrites_the_small_files_and_reports_exactly(
     rows = table.snapshot().row_count
     with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
         envtest.apply(kube_api, kube_namespace, job_resource("compact-1"))
-        try:
-            envtest.kubectl(
-                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/compact-1", "-n", kube_namespace,
-                "--timeout=180s",
-            )  # fmt: skip
-        except Exception:
-            log = kubelet.log("compact-1-driver-1")[-4000:]
-            raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
+        wait_until_succeeded(kube_api, kube_namespace, "compact-1", operator, kubelet)
     job = get_job(kube_api, kube_namespace, "compact-1")
     status = job["status"]
     assert (status["phase"], status["attempts"]) == ("Succeeded", 1)
@@ -165,10 +183,7 @@ def test_an_operator_killed_mid_job_and_restarted_neither_duplicates_nor_loses_a
         kubelet.processes["survive-driver-1"].wait(timeout=180)  # the job finishes with no operator watching
         second = OperatorProcess(tmp_path / "second.log", operator_env, [kube_namespace])
         try:
-            envtest.kubectl(
-                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/survive", "-n", kube_namespace,
-                "--timeout=120s",
-            )  # fmt: skip
+            wait_until_succeeded(kube_api, kube_namespace, "survive", second, kubelet, timeout_seconds=120)
         finally:
             assert second.stop() == 0, second.log()[-4000:]
     status = get_job(kube_api, kube_namespace, "survive")["status"]
@@ -186,12 +201,9 @@ def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
     rows = table.snapshot().row_count
     job = job_resource("sort", type="cluster", clusterBy=["id"], ttlSecondsAfterFinished=2)
     job["metadata"]["finalizers"] = ["example.com/audit"]  # another controller's: the operator leaves it
-    with Kubelet(kube_api, kube_namespace, tmp_path):
+    with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
         envtest.apply(kube_api, kube_namespace, job)
-        envtest.kubectl(
-            kube_api, "wait", "--for=condition=Succeeded", "compactionjob/sort", "-n", kube_namespace, "--timeout=180s"
-        )
-        status = get_job(kube_api, kube_namespace, "sort")["status"]
+        status = wait_until_succeeded(kube_api, kube_namespace, "sort", operator, kubelet)
         assert status["result"]["committedVersion"] == table.version
         assert table.history(limit=1)[0].operation.display == "CLUSTER"
         assert table.snapshot().row_count == rows
@@ -264,17 +276,10 @@ def test_a_job_pod_reaches_etcd_over_tls_with_a_password_through_secrets_it_moun
             with Catalog(settings) as catalog, Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
                 table = small_files(kube_api, kube_namespace, catalog, 3)
                 envtest.apply(kube_api, kube_namespace, job_resource("secure"))
-                try:
-                    envtest.kubectl(
-                        kube_api, "wait", "--for=condition=Succeeded", "compactionjob/secure", "-n",
-                        kube_namespace, "--timeout=180s",
-                    )  # fmt: skip
-                except Exception:
-                    log = kubelet.log("secure-driver-1")[-4000:]
-                    raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
+                status = wait_until_succeeded(kube_api, kube_namespace, "secure", operator, kubelet)
                 pod = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods/secure-driver-1")
                 assert "s3cret" not in json.dumps(pod["spec"])  # by reference only
-                assert get_job(kube_api, kube_namespace, "secure")["status"]["result"]["committedVersion"] == 4
+                assert status["result"]["committedVersion"] == 4
                 assert table.history(limit=1)[0].operation.display == "MINOR COMPACT"
         finally:
             assert operator.stop() == 0, operator.log()[-4000:]
@@ -292,15 +297,7 @@ def test_a_failed_attempt_is_retried_after_its_backoff_and_the_retry_succeeds(
             "the failed attempt's retry time kept in status",
             operator,
         )
-        try:
-            envtest.kubectl(
-                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/again", "-n", kube_namespace,
-                "--timeout=120s",
-            )  # fmt: skip
-        except Exception:
-            log = kubelet.log("again-driver-2")[-4000:]
-            raise AssertionError(f"driver log:\n{log}\noperator log:\n{operator.log()[-4000:]}") from None
-    status = get_job(kube_api, kube_namespace, "again")["status"]
+        status = wait_until_succeeded(kube_api, kube_namespace, "again", operator, kubelet, timeout_seconds=120)
     assert (status["phase"], status["attempts"]) == ("Succeeded", 2)
     assert "retryAt" not in status and status["result"]["committedVersion"] == table.version
     retried, started = parse_time(waiting), parse_time(status["startTime"])

@@ -17,7 +17,7 @@ from tests.helpers.helm import helm, helm_python
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_compaction import get_job, job_resource, small_files
+from tests.test_operator_compaction import job_resource, small_files, wait_until_succeeded
 from tests.test_operator_tables import catalog_name, events_for, eventually, get, table_resource
 
 from acidtables import Catalog
@@ -84,13 +84,10 @@ def test_the_operator_does_everything_with_the_charts_rights(
     try:
         table = small_files(kube_api, kube_namespace, catalog, 3)
         assert any(e["reason"] == "Created" for e in events_for(kube_api, kube_namespace, "events"))
-        with Kubelet(kube_api, kube_namespace, tmp_path):
+        with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
             envtest.apply(kube_api, kube_namespace, job_resource("ranked"))
-            envtest.kubectl(
-                kube_api, "wait", "--for=condition=Succeeded", "compactionjob/ranked", "-n", kube_namespace,
-                "--timeout=180s",
-            )  # fmt: skip
-        assert get_job(kube_api, kube_namespace, "ranked")["status"]["result"]["committedVersion"] == table.version
+            status = wait_until_succeeded(kube_api, kube_namespace, "ranked", operator, kubelet)
+        assert status["result"]["committedVersion"] == table.version
         assert "forbidden" not in operator.log().lower()
     finally:
         assert operator.stop() == 0, operator.log()[-4000:]
@@ -121,16 +118,7 @@ def test_executors_run_as_pods_the_driver_creates_under_the_spark_accounts_right
         table = small_files(kube_api, kube_namespace, catalog, 3)
         with Kubelet(kube_api, kube_namespace, tmp_path) as kubelet:
             envtest.apply(kube_api, kube_namespace, job_resource("wide", spark=spark))
-            try:
-                envtest.kubectl(
-                    kube_api, "wait", "--for=condition=Succeeded", "compactionjob/wide", "-n", kube_namespace,
-                    "--timeout=240s",
-                )  # fmt: skip
-            except Exception:
-                logs = "\n".join(f"--- {name}:\n{kubelet.log(name)[-3000:]}" for name in kubelet.started)
-                raise AssertionError(
-                    f"{logs}\nkubelet: {kubelet.errors}\noperator log:\n{operator.log()[-3000:]}"
-                ) from None
+            status = wait_until_succeeded(kube_api, kube_namespace, "wide", operator, kubelet, timeout_seconds=240)
             executors = [pod for name, pod in kubelet.started.items() if "-exec-" in name]
             assert len(executors) == 1, list(kubelet.started)
             owner = executors[0]["metadata"]["ownerReferences"][0]
@@ -151,7 +139,7 @@ def test_executors_run_as_pods_the_driver_creates_under_the_spark_accounts_right
                 operator,
             )
             assert "forbidden" not in kubelet.log("wide-driver-1").lower()
-        assert get_job(kube_api, kube_namespace, "wide")["status"]["result"]["committedVersion"] == table.version
+        assert status["result"]["committedVersion"] == table.version
         used = kube_api.calls(f"system:serviceaccount:{kube_namespace}:{SPARK_ACCOUNT}", kube_namespace)
         role = kube_api.request("GET", f"{RBAC}/namespaces/{kube_namespace}/roles/{SPARK_ACCOUNT}")
         granted = {

@@ -704,12 +704,6 @@ class Coordinator:
         answer = self._call("a lease lookup", lambda c: c.get_lease_info(lease_id))
         return int(answer.TTL)
 
-    def update_inflight(self, table_id: str, txn_id: str, info: dict[str, Any], ttl: int) -> None:
-        """Replace a running transaction's registration (under the same process lease)."""
-        lease = self._process_lease(ttl)
-        key = self._key(table_id, "inflight", txn_id)
-        self._call("an in-flight update", lambda c: c.put(key, _dumps(info), lease))
-
     def unregister_inflight(self, table_id: str, txn_id: str) -> None:
         key = self._key(table_id, "inflight", txn_id)
         self._call("an in-flight removal", lambda c: c.delete(key))

@@ -77,7 +77,6 @@ class Transaction:
         #: what this transaction registers as its in-flight key once it has run for a while (None: it
         #: was begun in another process, which registers it)
         self._registered = dict(registered) if registered is not None else None
-        self._published_partitions: object = None
         #: "pending" until the registrar registers it, then "registered"; "closed" once it ended
         self._in_flight = "pending" if registered is not None else "closed"
         self._in_flight_lock = threading.Lock()
@@ -281,9 +280,9 @@ class Transaction:
             partitions = None
             if scope.partitions is not None:  # values of any type, NULL included: order by their JSON
                 partitions = sorted(scope.partitions, key=lambda p: json.dumps(p, sort_keys=True, default=str))
-            if partitions == self._published_partitions or (partitions == [] and self._published_partitions is None):
+            published = self._registered.get("partitions")
+            if partitions == published or (partitions == [] and published is None):
                 return
-            self._published_partitions = partitions
             self._registered["partitions"] = partitions
             with self._in_flight_lock:
                 if self._in_flight == "registered":

@@ -7,12 +7,12 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from acidtables.core import AcidTablesError, Catalog, ChangeFeed, KeyChange, Resync, Table, TableNotFoundError
 from acidtables.metrics import ClusterMetrics
 
+from .compactions import parse_time
 from .config import OperatorConfig
 from .status import DEFAULT_SMALL_FILE_BYTES, table_status
 
@@ -157,8 +157,9 @@ class StatusFollower:
         now_us = time.time() * 1_000_000
         if table_id in self._committed_live and "lastCommit" in status:
             self._committed_live.discard(table_id)
-            committed = datetime.strptime(status["lastCommit"]["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-            self.metrics.status_lag.observe(max(0.0, now_us / 1_000_000 - committed.timestamp()))
+            committed = parse_time(status["lastCommit"]["time"])
+            if committed is not None:
+                self.metrics.status_lag.observe(max(0.0, now_us / 1_000_000 - committed.timestamp()))
         started = [t.started_at for t in in_flight if t.started_at is not None]
         self.metrics.table_state(table.name, status, (now_us - min(started)) / 1_000_000 if started else 0.0)
 

@@ -19,6 +19,7 @@ from acidtables.core.compaction import (
     plan_compaction,
 )
 from acidtables.core.ddl import parse_schema
+from acidtables.core.durations import parse_duration, spell_duration
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
@@ -30,6 +31,8 @@ from acidtables.core.errors import (
     InvalidArgumentError,
     ProtocolChangedException,
     TableNotFoundError,
+    VersionExpiredError,
+    VersionNotFoundError,
 )
 from acidtables.core.etcd import Coordinator
 from acidtables.core.events import CommitEvent
@@ -40,10 +43,12 @@ from acidtables.core.leader import Leadership, campaign
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
+from acidtables.core.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
 from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
 from acidtables.core.table import Change, HistoryEntry, InFlight, Table, TimeLike
+from acidtables.core.tablelog import ArchiveReport
 from acidtables.core.transaction import Transaction
 
 __all__ = [
@@ -55,6 +60,7 @@ __all__ = [
     "VARIABLES",
     "WAREHOUSE",
     "AcidTablesError",
+    "ArchiveReport",
     "Catalog",
     "Change",
     "ChangeFeed",
@@ -73,6 +79,7 @@ __all__ = [
     "DataFile",
     "EmbeddedEtcd",
     "EtcdSettings",
+    "ExpireReport",
     "Expr",
     "FileKind",
     "HistoryEntry",
@@ -87,6 +94,7 @@ __all__ = [
     "PreparedCreate",
     "ProtocolChangedException",
     "Resync",
+    "Retention",
     "Settings",
     "Snapshot",
     "Storage",
@@ -95,15 +103,21 @@ __all__ = [
     "TableNotFoundError",
     "TimeLike",
     "Transaction",
+    "VacuumReport",
+    "VersionExpiredError",
+    "VersionNotFoundError",
     "campaign",
     "files_in_scope",
     "group_app_id",
     "might_match",
+    "parse_duration",
     "parse_predicate",
     "parse_schema",
     "parse_target_predicate",
     "partition_files",
     "plan_compaction",
+    "read_retention",
+    "spell_duration",
     "split_name",
     "subscribe_to_commits",
     "to_datetime",

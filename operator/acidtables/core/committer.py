@@ -69,6 +69,7 @@ class _Committer:
         self.meta = snapshot.metadata
         self.table_id = snapshot.metadata.table_id
         self.storage = services.storage(snapshot.metadata.location)
+        self.log = services.log(snapshot.metadata.table_id, snapshot.metadata.location)
         self.settings = services.settings.commit
         self.started = time.monotonic()
         self.base_version = snapshot.version
@@ -174,7 +175,14 @@ class _Committer:
         if result.head is None:
             self._give_up()
             raise TableNotFoundError(f"{self.meta.name} was dropped while {self.operation.display} was running")
-        for entry in result.log:
+        # etcd sent what it still has; a transaction whose read version left its window gets the rest
+        # from the archive, so every winner is judged (a gap would be CorruptMetadataError, never a skip)
+        log = self.log.complete(
+            [e for e in result.log if int(e["version"]) > self.base_version],
+            self.base_version,
+            int(result.head.value["version"]),
+        )
+        for entry in log:
             winner = self._decode(entry)
             if winner.version <= self.base_version:
                 continue
@@ -250,7 +258,7 @@ class _Committer:
         """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
         coordinator = self.services.coordinator
         try:
-            landed = coordinator.find_txn(self.table_id, self.txn_id)
+            landed = self.log.find_txn(self.txn_id)
             if landed is not None:
                 logger.info(
                     "%s: txn %s landed at version %d although its answer was lost (%s)",
@@ -259,9 +267,9 @@ class _Committer:
                     landed,
                     lost,
                 )
-                return CasResult(True, None, coordinator.read_log(self.table_id, landed - 1, landed))
+                return CasResult(True, None, self.log.read(landed - 1, landed))
             head = coordinator.read_head(self.table_id)
-            return CasResult(False, head, coordinator.read_log(self.table_id, base_version))
+            return CasResult(False, head, self.log.read(base_version))
         except CoordinatorUnavailable as exc:
             raise CommitOutcomeUnknown(
                 f"the commit of {self.operation.display} on {self.meta.name} (txn {self.txn_id}) was sent "
@@ -277,6 +285,8 @@ class _Committer:
         self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
         self.services.report(self._event("committed", version=record.version, retries=record.retries))
+        if record.version % max(1, self.settings.log_window_versions // 4) == 0:
+            self.services.archiver.schedule(self.table_id, self.meta.location)
         if record.version % self.settings.checkpoint_interval == 0:
             try:
                 snapshot = self.services.snapshots.load(self.table_id, self.meta.location, record.version)

@@ -55,6 +55,15 @@ class VersionNotFoundError(AcidTablesError, LookupError):
     """Time travel asked for a version or time the table does not have."""
 
 
+class VersionExpiredError(VersionNotFoundError):
+    """Time travel asked for a version behind the table's retention (`Table.expire`)."""
+
+    def __init__(self, message: str, *, oldest_version: int) -> None:
+        super().__init__(message)
+        #: the oldest version a snapshot may still be taken at
+        self.oldest_version = oldest_version
+
+
 class TransactionClosedError(AcidTablesError):
     """The transaction was already committed or aborted."""
 

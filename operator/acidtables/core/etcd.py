@@ -9,6 +9,8 @@ Key space, under one prefix (default `/acidtables/v1`):
     tables/<id>/times/<time_us:020d>    -> version of a data commit (time travel by timestamp)
     tables/<id>/checkpoints/<v:020d>    -> checkpoint file of the active files at version v
     tables/<id>/inflight/<txn_id>       -> a running transaction, under the process's lease
+    tables/<id>/archived                -> how far the log has moved to archive segments (core.tablelog)
+    tables/<id>/retention               -> the oldest version time travel may still read (core.retention)
     events/<id>/<time_us:020d>-<txn>    -> a conflict, abort or retry, under a short lease (operator metrics)
 
 Every request has a deadline. A connection failure is retried until `unavailable_timeout_seconds` runs
@@ -122,6 +124,14 @@ def _integer(value: bytes, key: str) -> int:
         ) from None
 
 
+def _versioned_field(data: dict[str, Any], name: str, key: str) -> dict[str, Any]:
+    """A JSON object whose `name` must be a non-negative integer."""
+    value = data.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CorruptMetadataError(f"etcd key {key} has no integer {name}: {str(data)[:200]}", key=key)
+    return data
+
+
 def _catalog_entry(value: bytes, key: str) -> dict[str, Any]:
     data = _object(value, key)
     missing = [field for field in ("table_id", "name", "location") if not isinstance(data.get(field), str)]
@@ -168,6 +178,36 @@ class HeadState:
 
     value: dict[str, Any]
     mod_revision: int
+
+
+@dataclass(frozen=True)
+class ArchiveMarker:
+    """How far a table's log has moved out of etcd into archive segments (design §2). Everything at or
+    before `upto` is in a segment; etcd may still hold some of it (an archiver that has not yet deleted)."""
+
+    #: newest archived version; -1 while nothing is
+    upto: int = -1
+    #: newest time version among the archived versions (None: no archived data commit)
+    time_upto: int | None = None
+    #: the newest checkpoint at or before `upto`, whose key left etcd with its version: (version, path)
+    checkpoint: tuple[int, str] | None = None
+    #: the marker key's mod revision, which the next archiving compares (0: no marker yet)
+    revision: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"upto": self.upto, "time_upto": self.time_upto, "checkpoint": self.checkpoint}
+
+
+@dataclass(frozen=True)
+class ArchiveBatch:
+    """What one archiving step moves out of etcd: the log entries, time-index entries and checkpoint
+    keys at or before its last version."""
+
+    entries: list[dict[str, Any]]
+    #: (time version, ID version)
+    times: list[tuple[int, int]]
+    #: (version, checkpoint path)
+    checkpoints: list[tuple[int, str]]
 
 
 @dataclass(frozen=True)
@@ -574,8 +614,9 @@ class Coordinator:
         value, _ = self._call("a transaction lookup", lambda c: c.get(key))
         return _integer(value, key) if value is not None else None
 
-    def version_at_time(self, table_id: str, time_us: int) -> tuple[int, int] | None:
-        """The newest data commit at or before `time_us`: (time version, ID version).
+    def version_at_time(self, table_id: str, time_us: int, *, newer_than: int | None = None) -> tuple[int, int] | None:
+        """The newest data commit at or before `time_us` in etcd's time index: (time version, ID version).
+        `newer_than`: the index holds nothing at or before this time (it was archived), so look no lower.
 
         etcd 3.5 ignores `limit` on a sorted range (it reads and sorts every key in it), so a
         newest-first read of the whole time index costs one key per data commit ever made. Instead read
@@ -595,14 +636,15 @@ class Coordinator:
             if value is not None:
                 return int(newest), _integer(value, newest_key)
         end = self._key(table_id, "times", _pad(time_us + 1))
+        floor = 0 if newer_than is None else newer_than + 1
         width = 1_000_000
         while True:
-            low = max(0, time_us + 1 - width)
+            low = max(floor, time_us + 1 - width)
             values = self._time_window(table_id, low, end)
             if values:
                 value, meta = values[-1]
                 return _time_entry(value, meta)
-            if low == 0:
+            if low == floor:
                 return None
             width *= 8
 
@@ -646,6 +688,129 @@ class Coordinator:
             return None
         value, meta = values[0]
         return int(meta.key.decode().rsplit("/", 1)[1]), value.decode()
+
+    # --- the archive marker and retention (core.tablelog, core.retention) ------------------------------
+
+    def archive_marker(self, table_id: str) -> ArchiveMarker:
+        key = self._key(table_id, "archived")
+        value, meta = self._call("an archive marker read", lambda c: c.get(key))
+        if value is None:
+            return ArchiveMarker()
+        data = _object(value, key)
+        try:
+            checkpoint = data.get("checkpoint")
+            time_upto = data.get("time_upto")
+            return ArchiveMarker(
+                upto=int(data["upto"]),
+                time_upto=None if time_upto is None else int(time_upto),
+                checkpoint=None if checkpoint is None else (int(checkpoint[0]), str(checkpoint[1])),
+                revision=meta.mod_revision,
+            )
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise CorruptMetadataError(
+                f"etcd key {key} is not an archive marker ({exc}): {str(data)[:200]}", key=key
+            ) from None
+
+    def archive_batch(self, table_id: str, after: int, upto: int) -> ArchiveBatch:
+        """The log entries after < version <= upto, with every time-index entry and checkpoint key at or
+        before `upto` still in etcd (older ones left with earlier batches, so these ranges stay short)."""
+        entries = self.read_log(table_id, after, upto)
+        times_start = self._key(table_id, "times", "")
+        times = [
+            pair
+            for pair in (
+                _time_entry(v, m)
+                for v, m in self._paged_range("a time index read", times_start, self._key(table_id, "times0"))
+            )
+            if pair[1] <= upto
+        ]
+        checkpoints = [
+            (int(m.key.decode().rsplit("/", 1)[1]), v.decode())
+            for v, m in self._paged_range(
+                "a checkpoint listing",
+                self._key(table_id, "checkpoints", ""),
+                self._key(table_id, "checkpoints", _pad(upto + 1)),
+            )
+        ]
+        return ArchiveBatch(entries, times, checkpoints)
+
+    def advance_archive(self, table_id: str, seen: ArchiveMarker, marker: ArchiveMarker) -> bool:
+        """Move the marker from `seen` to `marker` and delete, in the same transaction, the log entries,
+        time-index entries and checkpoint keys it now covers (their segment is written already). False
+        when another archiver moved the marker first. Three range deletes: etcd's limit on operations
+        per transaction (128 by default) never binds, however many versions the batch holds."""
+        key = self._key(table_id, "archived")
+        deletes = [
+            ops.Delete(self.log_key(table_id, 0), range_end=self.log_key(table_id, marker.upto + 1)),
+            ops.Delete(
+                self._key(table_id, "checkpoints", _pad(0)),
+                range_end=self._key(table_id, "checkpoints", _pad(marker.upto + 1)),
+            ),
+        ]
+        if marker.time_upto is not None:
+            deletes.append(
+                ops.Delete(
+                    self._key(table_id, "times", _pad(0)),
+                    range_end=self._key(table_id, "times", _pad(marker.time_upto + 1)),
+                )
+            )
+        succeeded, _ = self._call(
+            "an archiving step",
+            lambda c: c.transaction(
+                compare=[c.transactions.mod(key) == seen.revision],
+                success=[ops.Put(key, _dumps(marker.to_json())), *deletes],
+                failure=[],
+            ),
+        )
+        return bool(succeeded)
+
+    def txn_index_upto(self, table_id: str, upto: int) -> list[str]:
+        """Txn ids whose index key names a version at or before `upto`: archived commits whose key is
+        still in etcd (the archiver deletes them after moving the marker; a crash can leave some)."""
+        values = self._paged_range("a txn index read", self._key(table_id, "txns", ""), self._key(table_id, "txns0"))
+        out = []
+        for value, meta in values:
+            key = meta.key.decode(errors="replace")
+            if _integer(value, key) <= upto:
+                out.append(key.rsplit("/", 1)[1])
+        return out
+
+    def delete_txn_keys(self, table_id: str, txn_ids: Sequence[str]) -> None:
+        """Delete txn index keys, 100 per transaction (etcd allows 128 operations in one)."""
+
+        def delete(deletes: list[Any]) -> Callable[[pyetcd.MultiEndpointEtcd3Client], Any]:
+            return lambda c: c.transaction(compare=[], success=deletes, failure=[])
+
+        for start in range(0, len(txn_ids), 100):
+            batch = [ops.Delete(self._key(table_id, "txns", t)) for t in txn_ids[start : start + 100]]
+            self._call("a txn index deletion", delete(batch))
+
+    def read_retention(self, table_id: str) -> tuple[dict[str, Any] | None, int]:
+        """The table's retention record and its mod revision (None, 0 when it has none)."""
+        key = self._key(table_id, "retention")
+        value, meta = self._call("a retention read", lambda c: c.get(key))
+        if value is None:
+            return None, 0
+        return _versioned_field(_object(value, key), "oldest_version", key), meta.mod_revision
+
+    def put_retention(self, table_id: str, record: dict[str, Any], seen_revision: int) -> bool:
+        """Replace the retention record if nobody changed it since `seen_revision`."""
+        key = self._key(table_id, "retention")
+        succeeded, _ = self._call(
+            "a retention update",
+            lambda c: c.transaction(
+                compare=[c.transactions.mod(key) == seen_revision],
+                success=[ops.Put(key, _dumps(record))],
+                failure=[],
+            ),
+        )
+        return bool(succeeded)
+
+    def table_usage(self, table_id: str) -> tuple[int, int]:
+        """Keys and bytes (keys plus values) the table holds in etcd now."""
+        prefix = self.table_prefix(table_id)
+        values = self._paged_range("a usage count", prefix, etcd_utils.prefix_range_end(prefix.encode()).decode())
+        return len(values), sum(len(v) + len(m.key) for v, m in values)
 
     # --- leases: in-flight transactions and events ---------------------------------------------------
 

@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .archive import ARCHIVE_DIR
 from .errors import CorruptMetadataError
 from .locations import check_owner, mark_dropped
 from .records import CommitRecord
 from .services import Services
 from .storage import DATA_DIR, METADATA_DIR, txn_of_staging_dir
+from .tablelog import TableLog
 from .txn_ids import lease_of
 
 logger = logging.getLogger(__name__)
@@ -40,13 +42,13 @@ class DropReport:
     kept: tuple[str, ...]
 
 
-def _log_entry_of(services: Services, table_id: str, txn_id: str) -> dict[str, Any] | None:
+def _log_entry_of(log: TableLog, txn_id: str) -> dict[str, Any] | None:
     """The raw log entry a transaction committed, None when it committed nothing; CorruptMetadataError
     when the txn index names a version whose log entry is missing."""
-    version = services.coordinator.find_txn(table_id, txn_id)
+    version = log.find_txn(txn_id)
     if version is None:
         return None
-    entries = services.coordinator.read_log(table_id, int(version) - 1, int(version))
+    entries = log.read(int(version) - 1, int(version))
     if not entries:
         raise CorruptMetadataError(
             f"txn {txn_id} committed version {version}, whose log entry is missing", key=f"log/{version}"
@@ -58,6 +60,7 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
     """Table.cleanup: see its docstring."""
     storage = services.storage(location)
     check_owner(storage, table_id, name, "cleanup")
+    log = services.log(table_id, location)
     inflight = services.coordinator.list_inflight(table_id)
     now = services.clock() / 1_000_000
     deleted: list[str] = []
@@ -75,9 +78,7 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
     leases = {txn_id: lease for txn_id in owners if txn_id not in inflight and (lease := lease_of(txn_id))}
     alive = services.coordinator.live_leases(leases.values())
     running = set(inflight) | {
-        txn_id
-        for txn_id, lease in leases.items()
-        if lease in alive and services.coordinator.find_txn(table_id, txn_id) is None
+        txn_id for txn_id, lease in leases.items() if lease in alive and log.find_txn(txn_id) is None
     }
     for txn_id, entry in staging.items():
         if txn_id in running:
@@ -88,7 +89,7 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
         if now - newest < grace_seconds:
             continue
         try:
-            raw = _log_entry_of(services, table_id, txn_id)
+            raw = _log_entry_of(log, txn_id)
             record = None if raw is None else services.decode_log_entry(location, raw)
         except CorruptMetadataError as exc:  # keep what the damaged log cannot account for, and say so
             damaged.append((entry.path, str(exc)))
@@ -110,7 +111,7 @@ def cleanup(services: Services, table_id: str, name: str, location: str, grace_s
         if txn_id in running or now - entry.modified_at < grace_seconds:
             continue
         try:
-            raw = _log_entry_of(services, table_id, txn_id)
+            raw = _log_entry_of(log, txn_id)
         except CorruptMetadataError as exc:
             damaged.append((entry.path, str(exc)))
             continue
@@ -146,7 +147,7 @@ def delete_table_data(
         txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
         if txn_id is not None:
             deleted += storage.discard_staged(txn_id)
-    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints"):
+    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints", ARCHIVE_DIR):
         storage.delete(own)
         deleted.append(own)
     storage.remove_empty_dirs(DATA_DIR)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from . import events
+from .archive import Archive
 from .errors import CorruptMetadataError
 from .etcd import Coordinator
 from .events import CommitEvent
@@ -27,6 +28,7 @@ from .records import CommitRecord
 from .settings import Settings
 from .snapshot import Snapshot, SnapshotBuilder
 from .storage import Storage
+from .tablelog import TableLog, archive_log
 from .waiting import SYSTEM_TIMER, Timer
 
 logger = logging.getLogger(__name__)
@@ -59,8 +61,10 @@ class Services:
         self.timer = timer
         self.rng = rng or random.Random()
         self._storages: dict[str, Storage] = {}
+        self._archives: dict[tuple[str, str], Archive] = {}
         self.snapshots = SnapshotCache(self)
         self.registrar = Registrar(settings.commit.register_after_seconds)
+        self.archiver = BackgroundArchiver(self)
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
         """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
@@ -90,6 +94,14 @@ class Services:
         if storage is None:
             storage = self._storages[location] = Storage(location)
         return storage
+
+    def log(self, table_id: str, location: str) -> TableLog:
+        """The table's log across etcd and its archive segments: what every reader of the log uses."""
+        key = (table_id, location)
+        archive = self._archives.get(key)
+        if archive is None:
+            archive = self._archives[key] = Archive(self.storage(location), table_id)
+        return TableLog(self.coordinator, archive)
 
     def decode_log_entry(self, location: str, entry: dict[str, Any]) -> CommitRecord:
         """A log entry is the record itself, or a pointer to the immutable commit file holding it.
@@ -154,6 +166,57 @@ class Registrar:
                     logger.info("an in-flight registration failed", exc_info=True)
 
 
+class BackgroundArchiver:
+    """Archives tables' old log entries on a thread of its own, after commits (design §2): the commit
+    that asks returns at once, and a busy table's etcd footprint stays within its window without anyone
+    running anything. A table asked for again while queued is archived once."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._queue: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._busy = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, table_id: str, location: str) -> None:
+        with self._changed:
+            self._queue[(table_id, location)] = None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="acidtables-archiver", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def flush(self, timeout_seconds: float = 30.0) -> bool:
+        """Wait until every table asked for is archived; False if that took longer than the timeout."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._changed:
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._queue:
+                    self._changed.wait()
+                (table_id, location), _ = self._queue.popitem(last=False)
+                self._busy = True
+            try:
+                archive_log(
+                    self.services.log(table_id, location),
+                    keep_versions=self.services.settings.commit.log_window_versions,
+                )
+            except Exception:  # advisory: the next commit asks again, and the operator archives too
+                logger.info("archiving table %s failed", table_id, exc_info=True)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+
 class SnapshotCache:
     """Loads snapshots reading only what is new: from a cached snapshot, else from the nearest checkpoint.
 
@@ -190,15 +253,15 @@ class SnapshotCache:
 
     def load(self, table_id: str, location: str, version: int) -> Snapshot:
         interval = self.services.settings.commit.checkpoint_interval
-        coordinator = self.services.coordinator
         base = self._nearest_cached(table_id, version)
         if base is not None and base.version == version:
             return base
+        log = self.services.log(table_id, location)
         if base is None or version - base.version > interval:
-            checkpoint = coordinator.checkpoint_at_or_before(table_id, version, within=2 * interval)
+            checkpoint = log.checkpoint_at_or_before(version, within=2 * interval)
             if checkpoint is not None and (base is None or checkpoint[0] > base.version):
                 base = self._read_checkpoint(location, checkpoint[1], checkpoint[0]) or base
-        entries = coordinator.read_log(table_id, base.version if base else -1, version)
+        entries = log.read(base.version if base else -1, version)
         builder = SnapshotBuilder(base)
         try:
             builder.apply_all(self.services.decode_log_entry(location, e) for e in entries)

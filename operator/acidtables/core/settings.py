@@ -31,6 +31,8 @@ VARIABLES = (
     "ACIDTABLES_COMMIT_MAX_ATTEMPTS",
     "ACIDTABLES_CHECKPOINT_INTERVAL",
     "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS",
+    "ACIDTABLES_LOG_WINDOW_VERSIONS",
+    "ACIDTABLES_RETENTION_MINIMUM_SECONDS",
 )
 
 
@@ -123,6 +125,12 @@ class CommitSettings:
     register_after_seconds: float = 1.0
     #: conflicts and aborts recorded in etcd for the operator expire after this long
     event_ttl_seconds: int = 3600
+    #: the newest log entries kept in etcd; older ones move to archive segments in the table location
+    #: (design §2), after every `log_window_versions // 4` commits, off the commit path
+    log_window_versions: int = 100
+    #: expire and vacuum refuse a shorter retain_duration unless forced: a job running longer than the
+    #: retention could lose the files it reads
+    retention_minimum_seconds: float = 168 * 3600.0
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> CommitSettings:
@@ -131,6 +139,13 @@ class CommitSettings:
         return CommitSettings(
             max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
             checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
+            log_window_versions=_int(env, "ACIDTABLES_LOG_WINDOW_VERSIONS", CommitSettings.log_window_versions),
+            retention_minimum_seconds=_float(
+                env,
+                "ACIDTABLES_RETENTION_MINIMUM_SECONDS",
+                CommitSettings.retention_minimum_seconds,
+                zero_allowed=True,
+            ),
             register_after_seconds=_float(
                 env,
                 "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS",

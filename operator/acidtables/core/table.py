@@ -12,17 +12,20 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
-from . import maintenance
+from . import maintenance, retention
+from .durations import DurationLike, parse_duration
 from .errors import CorruptMetadataError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata, to_datetime
+from .retention import ExpireReport, VacuumReport, check_minimum, check_readable
 from .services import Services
 from .snapshot import Snapshot
 from .storage import Storage
+from .tablelog import ArchiveReport, TableLog, archive_log
 from .transaction import Transaction
 from .txn_ids import new_txn_id
 
@@ -180,6 +183,10 @@ class Table:
     def _coordinator(self) -> Any:
         return self._services.coordinator
 
+    @property
+    def _log(self) -> TableLog:
+        return self._services.log(self.table_id, self.location)
+
     # --- snapshots -----------------------------------------------------------------------------------
 
     @names_damage
@@ -212,13 +219,15 @@ class Table:
             raise InvalidArgumentError(f"snapshot(): version must be a non-negative int, found {version!r}")
         if version > head_version:
             raise VersionNotFoundError(f"{self.name} has no version {version}; the newest is {head_version}")
+        if version < head_version:  # time travel: refused behind the retention, before any file is read
+            check_readable(self._coordinator, self.table_id, self.name, version)
         return self._services.snapshots.load(self.table_id, self.location, version)
 
     @names_damage
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:
         time_us = to_time_us(timestamp, argument="timestamp", method=method)
         try:
-            found = self._coordinator.version_at_time(self.table_id, time_us)
+            found = self._log.version_at_time(time_us)
         except LookupError:
             raise TableNotFoundError(f"{self.name} was dropped") from None
         if found is None:
@@ -293,13 +302,13 @@ class Table:
     @names_damage
     def find_commit(self, txn_id: str) -> int | None:
         """The version a transaction committed, or None; answers CommitOutcomeUnknown once etcd is back."""
-        result = self._coordinator.find_txn(self.table_id, txn_id)
+        result = self._log.find_txn(txn_id)
         return None if result is None else int(result)
 
     # --- history and changes -------------------------------------------------------------------------
 
     def _records(self, after: int, upto: int | None) -> list[CommitRecord]:
-        entries = self._coordinator.read_log(self.table_id, after, upto)
+        entries = self._log.read(after, upto)
         return [self._services.decode_log_entry(self.location, e) for e in entries]
 
     @names_damage
@@ -319,7 +328,7 @@ class Table:
         # sorted range before applying the limit, which would make history(limit=10) read the whole log.
         head_version, _ = self._head()
         after = -1 if limit is None else max(-1, head_version - limit)
-        entries = self._coordinator.read_log(self.table_id, after, head_version)[::-1]
+        entries = self._log.read(after, head_version)[::-1]
         out = []
         for entry in entries:
             r = self._services.decode_log_entry(self.location, entry)
@@ -374,7 +383,7 @@ class Table:
             end_us = to_time_us(end_time, argument="end_time", method="changes") if end_time is not None else 2**62
             if start_us > end_us:
                 raise InvalidArgumentError("changes(): start_time is after end_time")
-            found = self._coordinator.versions_between_times(self.table_id, start_us, end_us)
+            found = self._log.versions_between_times(start_us, end_us)
             if not found:
                 return []
             wanted = {v for _, v in found}
@@ -427,3 +436,79 @@ class Table:
             raise InvalidArgumentError(f"cleanup(): grace_seconds must be a number >= 0, found {grace_seconds!r}")
         self._head()  # a dropped table's handle cleans nothing: TableNotFoundError
         return maintenance.cleanup(self._services, self.table_id, self.name, self.location, grace_seconds)
+
+    @names_damage
+    def archive(self, *, keep_versions: int | None = None) -> ArchiveReport:
+        """Move the log entries etcd no longer needs into archive segments in the table location now.
+
+        Commits do this by themselves in the background (every quarter of the window) and the operator
+        does it for quiet tables, so nobody has to call it: it is here for tools and tests. Keeps the
+        newest `keep_versions` (default: ACIDTABLES_LOG_WINDOW_VERSIONS) and everything a registered
+        transaction's conflict check still needs. Readers see the same log before and after."""
+        window = self._services.settings.commit.log_window_versions if keep_versions is None else keep_versions
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise InvalidArgumentError(f"archive(): keep_versions must be an int >= 1, found {keep_versions!r}")
+        try:
+            return archive_log(self._log, keep_versions=window)
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
+
+    @names_damage
+    def expire(
+        self,
+        *,
+        retain_versions: int = 1000,
+        retain_duration: DurationLike = "168h",
+        force: bool = False,
+    ) -> ExpireReport:
+        """Set how far back time travel reaches: a version stays readable while it is among the newest
+        `retain_versions` or was current within `retain_duration` (both limits keep). Older versions are
+        no longer snapshot targets (VersionExpiredError at planning time), and files only they read
+        become eligible for `vacuum`. History stays: `history()` and `changes()` still list them. The
+        limit never moves back. Also archives at once the log entries etcd no longer needs.
+
+        A `retain_duration` under the safety minimum (168h; ACIDTABLES_RETENTION_MINIMUM_SECONDS) needs
+        `force=True`: a job running longer than the retention could lose the files it reads."""
+        if isinstance(retain_versions, bool) or not isinstance(retain_versions, int) or retain_versions < 1:
+            raise InvalidArgumentError(f"expire(): retain_versions must be an int >= 1, found {retain_versions!r}")
+        duration = parse_duration(retain_duration, argument="retain_duration", method="expire")
+        check_minimum(duration, self._retention_minimum, force=force, method="expire")
+        try:
+            return retention.expire(
+                self._services,
+                self.table_id,
+                self.location,
+                retain_versions=retain_versions,
+                retain_duration=duration,
+            )
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
+
+    @names_damage
+    def vacuum(
+        self, *, retain_duration: DurationLike = "168h", dry_run: bool = False, force: bool = False
+    ) -> VacuumReport:
+        """Delete data files no retained version reads (see `expire`) that left the table more than
+        `retain_duration` ago, judged by the time of the commit that removed them (never by a file's
+        modification time); never a file of a registered transaction's snapshot. Only files this table
+        wrote, inside its location. `dry_run=True` lists exactly what the real run deletes.
+
+        Staged files of transactions that died are `cleanup()`'s. Under the safety minimum (168h) only
+        with `force=True`."""
+        duration = parse_duration(retain_duration, argument="retain_duration", method="vacuum")
+        check_minimum(duration, self._retention_minimum, force=force, method="vacuum")
+        try:
+            return retention.vacuum(
+                self._services,
+                self.table_id,
+                self.name,
+                self.location,
+                retain_duration=duration,
+                dry_run=bool(dry_run),
+            )
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None
+
+    @property
+    def _retention_minimum(self) -> timedelta:
+        return timedelta(seconds=self._services.settings.commit.retention_minimum_seconds)

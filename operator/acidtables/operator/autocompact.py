@@ -16,29 +16,22 @@ It is conflict-aware (design §6): it picks what cannot lose to, or make lose, t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from acidtables.core import InFlight, Literal, PartitionFiles
+from acidtables.core import InFlight, Literal, PartitionFiles, parse_duration
 
 from .context import quantity_bytes
 
 MODIFYING = frozenset({"update", "delete", "merge"})
 WRITING = frozenset({"insert_into", "insert_overwrite", "truncate", "update", "delete", "merge"})
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 
 
 def duration(text: str | None, default: timedelta) -> timedelta:
     """`10m`, `1h30m`, `500ms` (the CRD checked the form)."""
-    if not text:
-        return default
-    seconds = 0.0
-    for number, unit in _DURATION.findall(text):
-        seconds += float(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
-    return timedelta(seconds=seconds)
+    return parse_duration(text, argument="duration", method="spec") if text else default
 
 
 @dataclass(frozen=True)

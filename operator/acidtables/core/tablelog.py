@@ -1,0 +1,169 @@
+"""A table's log in two tiers: a short recent window in etcd, everything older in archive segments.
+
+etcd is the commit point, not the log store (design §2): one commit a second kept for a week would be
+600,000 entries of one table in etcd, whose quota stops every table at once. So `archive_log` moves
+entries etcd no longer needs into immutable segments (core.archive) and then deletes them from etcd in
+one transaction that also moves the "archived up to" marker; `TableLog` reads both tiers, so every reader
+(snapshot loads, history, changes, time travel, the conflict check of a transaction whose read version
+left etcd, the lost-answer lookup, cleanup) gets exactly the log it got before archiving.
+
+Why readers are never fooled by a concurrent archiver: entries leave etcd only from the old end, and only
+after their segment is written. A reader reads etcd first and the marker after; any version etcd no
+longer had is at or before the marker it then reads, so in a segment.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .archive import Archive
+from .errors import CorruptMetadataError
+from .etcd import ArchiveMarker, Coordinator
+
+logger = logging.getLogger(__name__)
+
+
+class TableLog:
+    """Reads of one table's log, its time index, txn index and checkpoints, across etcd and the archive."""
+
+    def __init__(self, coordinator: Coordinator, archive: Archive) -> None:
+        self.coordinator = coordinator
+        self.archive = archive
+        self.table_id = archive.table_id
+
+    def read(self, after: int, upto: int | None = None) -> list[dict[str, Any]]:
+        """Log entries with after < version <= upto (every newer one when upto is None), oldest first."""
+        return self.complete(self.coordinator.read_log(self.table_id, after, upto), after, upto)
+
+    def complete(self, recent: list[dict[str, Any]], after: int, upto: int | None) -> list[dict[str, Any]]:
+        """`recent` (what etcd returned for after < version <= upto, a contiguous run ending at its newest)
+        with the archived entries before it put in front."""
+        first = int(recent[0]["version"]) if recent else None
+        if first == after + 1:
+            return recent
+        marker = self.coordinator.archive_marker(self.table_id)
+        end = marker.upto if first is None else first - 1
+        if upto is not None:
+            end = min(end, upto)
+        archived = self.archive.entries(after, end) if end > after else []
+        if first is not None and end < first - 1:
+            raise CorruptMetadataError(
+                f"log entries {max(after, end) + 1}..{first - 1} of table {self.table_id} are neither in etcd nor "
+                f"archived (the archive reaches version {marker.upto})",
+                key=f"log/{max(after, end) + 1}",
+            )
+        return archived + recent
+
+    def find_txn(self, txn_id: str) -> int | None:
+        found = self.coordinator.find_txn(self.table_id, txn_id)
+        if found is not None:
+            return found
+        if self.coordinator.archive_marker(self.table_id).upto < 0:
+            return None
+        return self.archive.find_txn(txn_id)
+
+    def version_at_time(self, time_us: int) -> tuple[int, int] | None:
+        """The newest data commit at or before `time_us`: (time version, ID version)."""
+        while True:
+            marker = self.coordinator.archive_marker(self.table_id)
+            if marker.time_upto is not None and time_us <= marker.time_upto:
+                return self.archive.version_at_time(time_us)
+            found = self.coordinator.version_at_time(self.table_id, time_us, newer_than=marker.time_upto)
+            if found is not None:
+                return found
+            if marker.time_upto is None:
+                return None
+            if self.coordinator.archive_marker(self.table_id).revision == marker.revision:
+                # nothing in etcd between the archive's newest and time_us: that newest is the answer
+                return self.archive.version_at_time(time_us)
+            # the archive moved while we looked: what we did not find may have left etcd; look again
+
+    def versions_between_times(self, start_us: int, end_us: int) -> list[tuple[int, int]]:
+        recent = self.coordinator.versions_between_times(self.table_id, start_us, end_us)
+        marker = self.coordinator.archive_marker(self.table_id)
+        if marker.time_upto is None or start_us > marker.time_upto:
+            return recent
+        archived = self.archive.versions_between_times(start_us, min(end_us, marker.time_upto))
+        return sorted({v: (t, v) for t, v in [*archived, *recent]}.values())
+
+    def checkpoint_at_or_before(self, version: int, *, within: int) -> tuple[int, str] | None:
+        """The newest checkpoint at or before `version`, wherever its registration is now."""
+        found = self.coordinator.checkpoint_at_or_before(self.table_id, version, within=within)
+        if found is not None and found[0] > version - within:
+            return found
+        marker = self.coordinator.archive_marker(self.table_id)
+        if marker.upto < 0:
+            return found
+        if version > marker.upto:
+            candidates = [c for c in (found, marker.checkpoint) if c is not None and c[0] <= version]
+            return max(candidates, default=None)
+        return self.archive.checkpoint_at_or_before(version)
+
+
+@dataclass(frozen=True)
+class ArchiveReport:
+    """What one archiving run moved."""
+
+    versions_archived: int
+    #: etcd keys deleted: log entries, time-index entries, checkpoint and txn-index keys
+    keys_removed: int
+    #: the newest archived version after the run (-1: none)
+    archived_upto: int
+    segments_written: int = 0
+
+
+def archivable_upto(coordinator: Coordinator, table_id: str, keep_versions: int) -> int:
+    """The newest version etcd may let go of: older than the newest `keep_versions`, and older than the
+    read version of every registered transaction (whose conflict check reads the log after it)."""
+    head = int(coordinator.read_head(table_id).value["version"])
+    upto = head - keep_versions
+    for info in coordinator.list_inflight(table_id).values():
+        read_version = info.get("read_version")
+        if isinstance(read_version, int) and not isinstance(read_version, bool):
+            upto = min(upto, read_version)
+    return upto
+
+
+def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000) -> ArchiveReport:
+    """Move every log entry etcd no longer needs (see `archivable_upto`) into archive segments, in
+    batches of at most `batch_versions`, each written before etcd lets go of it.
+
+    Safe to run anywhere at any time, concurrently too: a second archiver that loses the marker's
+    compare-and-swap stops (its segment is a harmless duplicate), and a run killed at any point leaves
+    either entries still in etcd (the next run archives them again) or txn-index keys of archived
+    versions (the next run deletes them)."""
+    coordinator, table_id = log.coordinator, log.table_id
+    target = archivable_upto(coordinator, table_id, keep_versions)
+    archived = removed = segments = 0
+    marker = coordinator.archive_marker(table_id)
+    while marker.upto < target:
+        upto = min(target, marker.upto + batch_versions)
+        batch = coordinator.archive_batch(table_id, marker.upto, upto)
+        if [int(e["version"]) for e in batch.entries] != list(range(marker.upto + 1, upto + 1)):
+            raise CorruptMetadataError(
+                f"the log of table {table_id} is not contiguous between versions {marker.upto + 1} and {upto}; "
+                "archiving stopped before moving anything",
+                key=f"log/{marker.upto + 1}",
+            )
+        log.archive.write(batch.entries, batch.times, batch.checkpoints)
+        segments += 1
+        newer = replace(
+            marker,
+            upto=upto,
+            time_upto=max((t for t, _ in batch.times), default=marker.time_upto),
+            checkpoint=max(batch.checkpoints, default=marker.checkpoint),
+        )
+        if not coordinator.advance_archive(table_id, marker, newer):
+            logger.info("table %s: another archiver moved the marker first; stopping", table_id)
+            break
+        archived += len(batch.entries)
+        removed += len(batch.entries) + len(batch.times) + len(batch.checkpoints)
+        marker = coordinator.archive_marker(table_id)
+    stale = coordinator.txn_index_upto(table_id, marker.upto) if marker.upto >= 0 else []
+    coordinator.delete_txn_keys(table_id, stale)
+    return ArchiveReport(archived, removed + len(stale), marker.upto, segments)
+
+
+__all__ = ["ArchiveMarker", "ArchiveReport", "TableLog", "archivable_upto", "archive_log"]

@@ -10,6 +10,7 @@ from acidtables.core.errors import (
     ConcurrentModificationException,
     ConcurrentTransactionException,
     ConfigurationError,
+    CoordinatorFull,
     CoordinatorRefused,
     CoordinatorUnavailable,
     CorruptMetadataError,
@@ -23,6 +24,7 @@ from acidtables.core.errors import (
     TableNotFoundError,
     TransactionClosedError,
     TransactionConflictException,
+    VersionExpiredError,
     VersionNotFoundError,
 )
 
@@ -36,6 +38,7 @@ __all__ = [
     "ConcurrentModificationException",
     "ConcurrentTransactionException",
     "ConfigurationError",
+    "CoordinatorFull",
     "CoordinatorRefused",
     "CoordinatorUnavailable",
     "CorruptMetadataError",
@@ -49,5 +52,6 @@ __all__ = [
     "TableNotFoundError",
     "TransactionClosedError",
     "TransactionConflictException",
+    "VersionExpiredError",
     "VersionNotFoundError",
 ]

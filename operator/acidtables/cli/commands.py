@@ -26,7 +26,7 @@ from acidtables.core import (
 from .output import fields, rfc3339, table
 
 
-def _open_table(catalog: Catalog, name: str, method: str) -> Table:
+def open_table(catalog: Catalog, name: str, method: str) -> Table:
     """The table, or an error that names it and the command that lists what exists."""
     namespace, short = split_name(name, method=method)
     try:
@@ -200,7 +200,7 @@ class DescribeResult:
 
 
 def describe(catalog: Catalog, name: str) -> DescribeResult:
-    snapshot = _open_table(catalog, name, "describe").snapshot()
+    snapshot = open_table(catalog, name, "describe").snapshot()
     meta = snapshot.metadata
     return DescribeResult(
         name=meta.name,
@@ -277,5 +277,5 @@ class HistoryResult:
 
 
 def history(catalog: Catalog, name: str, limit: int | None) -> HistoryResult:
-    target = _open_table(catalog, name, "history")
+    target = open_table(catalog, name, "history")
     return HistoryResult(target.name, limit, tuple(target.history(limit=limit)))

@@ -19,9 +19,9 @@ from typing import NoReturn
 
 from acidtables.core import Catalog, ConfigurationError
 
-from . import commands
+from . import commands, maintenance
 from .demo import run_demo
-from .output import EXIT_OK, UsageError, render, render_error
+from .output import EXIT_OK, Result, UsageError, render, render_error
 from .server import run_etcd
 
 _EPILOG = """\
@@ -107,6 +107,34 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("name", help="namespace.table")
     history.add_argument("--limit", type=_positive_int, metavar="N", help="only the newest N commits")
 
+    expire = sub.add_parser(
+        "expire",
+        parents=options,
+        help="set how far back time travel reaches, and move old log entries out of etcd",
+        description="Versions outside both limits are no longer snapshot targets; their files become "
+        "eligible for vacuum. History keeps them.",
+    )
+    expire.add_argument("name", help="namespace.table")
+    expire.add_argument(
+        "--retain-versions", type=_positive_int, default=1000, metavar="N", help="keep at least the newest N (1000)"
+    )
+    expire.add_argument(
+        "--retain-duration", default="168h", metavar="D", help="keep every version current within D (168h)"
+    )
+    expire.add_argument("--force", action="store_true", help="allow a duration under the safety minimum (168h)")
+
+    vacuum = sub.add_parser(
+        "vacuum", parents=options, help="delete data files only expired versions read, removed longer ago than D"
+    )
+    vacuum.add_argument("name", help="namespace.table")
+    vacuum.add_argument("--retain-duration", default="168h", metavar="D", help="keep files removed within D (168h)")
+    vacuum.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    vacuum.add_argument("--force", action="store_true", help="allow a duration under the safety minimum (168h)")
+
+    sub.add_parser(
+        "etcd-usage", parents=options, help="etcd's database size against its quota, and keys and bytes per table"
+    )
+
     demo = sub.add_parser("demo", parents=options, help="run overlapping Spark jobs on each conflict policy")
     demo.add_argument(
         "--core", action="store_true", help="the transaction core alone: no Spark, small files written with pyarrow"
@@ -189,10 +217,15 @@ def _run(args: argparse.Namespace) -> None:
         )
         return
     with _open_catalog(args.local) as catalog:
+        result: Result
         if args.command == "tables":
-            result: commands.TablesResult | commands.DescribeResult | commands.HistoryResult = commands.list_tables(
-                catalog, args.namespace
-            )
+            result = commands.list_tables(catalog, args.namespace)
+        elif args.command == "expire":
+            result = maintenance.expire(catalog, args.name, args.retain_versions, args.retain_duration, args.force)
+        elif args.command == "vacuum":
+            result = maintenance.vacuum(catalog, args.name, args.retain_duration, args.dry_run, args.force)
+        elif args.command == "etcd-usage":
+            result = maintenance.etcd_usage(catalog)
         elif args.command == "describe":
             result = commands.describe(catalog, args.name)
         else:

@@ -23,6 +23,7 @@ from .errors import (
     CommitOutcomeUnknown,
     CommitRetriesExhausted,
     ConcurrentModificationException,
+    CoordinatorFull,
     CoordinatorUnavailable,
     InvalidArgumentError,
     TableNotFoundError,
@@ -123,6 +124,9 @@ class _Committer:
                     self.txn_id,
                     time_version,
                 )
+            except CoordinatorFull:
+                self._give_up()  # etcd refused it before applying it: nothing was committed
+                raise
             except CommitAnswerLost as lost:
                 result = self._after_lost_answer(lost, self.base_version)
                 if result.succeeded:

@@ -132,6 +132,7 @@ class EmbeddedEtcd:
         binary: str | None = None,
         tls: TlsFiles | None = None,
         log_path: Path | None = None,
+        quota_backend_bytes: int = _QUOTA_BACKEND_BYTES,
     ) -> None:
         if client_port is not None and client_port == peer_port:
             raise ValueError(f"client_port and peer_port must differ, both are {client_port}")
@@ -146,6 +147,7 @@ class EmbeddedEtcd:
         self._peer_port = peer_port
         self._binary = binary if binary is not None else find_etcd_binary()
         self._tls = tls
+        self._quota_backend_bytes = quota_backend_bytes
         self._log_path = Path(log_path) if log_path is not None else self._data_dir / "etcd.log"
         # etcd splits --log-outputs on commas, so such a path would silently log elsewhere.
         if "," in str(self._log_path):
@@ -324,7 +326,11 @@ class EmbeddedEtcd:
             "--logger=zap",
             "--log-level=warn",
             f"--log-outputs={self._log_path}",
-            f"--quota-backend-bytes={_QUOTA_BACKEND_BYTES}",
+            f"--quota-backend-bytes={self._quota_backend_bytes}",
+            # etcd's own history of every key version is compacted, as the chart's etcd does (issue 18):
+            # the log itself moves to archive segments, and without this its old revisions would stay
+            "--auto-compaction-mode=periodic",
+            "--auto-compaction-retention=5m",
         ]
         if self._tls is not None:
             # No --trusted-ca-file: etcd 3.5 demands a client certificate whenever it is set,

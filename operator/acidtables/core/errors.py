@@ -80,6 +80,11 @@ class CoordinatorUnavailable(AcidTablesError):
     """etcd could not be reached within the bounded time; nothing was committed."""
 
 
+class CoordinatorFull(CoordinatorUnavailable):
+    """etcd's database reached its quota (the NOSPACE alarm): it refuses every write, of every table,
+    until space is freed; reads keep working and nothing committed is lost."""
+
+
 class CoordinatorRefused(AcidTablesError):
     """etcd answered, but refused the request (not a connection problem, so not retried)."""
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import logging
 import random
+import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -41,6 +43,7 @@ from pyetcd.events import DeleteEvent
 from .errors import (
     AcidTablesError,
     ConfigurationError,
+    CoordinatorFull,
     CoordinatorRefused,
     CoordinatorUnavailable,
     CorruptMetadataError,
@@ -152,6 +155,14 @@ def _log_entries(kvs: Any) -> list[dict[str, Any]]:
     )
 
 
+#: what etcd answers every write with once its database reached its quota (the NOSPACE alarm)
+_NO_SPACE = "database space exceeded"
+
+
+def _no_space(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.RpcError) and _NO_SPACE in (exc.details() or "")
+
+
 _TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "wrong version number")
 
 
@@ -211,6 +222,25 @@ class ArchiveBatch:
 
 
 @dataclass(frozen=True)
+class EndpointUsage:
+    """One etcd member's database against its quota, from its own /metrics (etcd-usage, the operator)."""
+
+    endpoint: str
+    db_size_bytes: int | None = None
+    #: the part of the database holding live data; the rest is free pages a defragmentation returns
+    db_in_use_bytes: int | None = None
+    quota_bytes: int | None = None
+    #: why the member could not be asked (None: it answered)
+    error: str | None = None
+
+    @property
+    def used_fraction(self) -> float | None:
+        if self.db_size_bytes is None or not self.quota_bytes:
+            return None
+        return self.db_size_bytes / self.quota_bytes
+
+
+@dataclass(frozen=True)
 class CasResult:
     """Outcome of one compare-and-swap. On a lost compare, the new head and the log since the read
     version come back in the same round trip (the etcd STM shape), so a rebase needs no extra read."""
@@ -248,7 +278,8 @@ class Coordinator:
 
     # --- connection ----------------------------------------------------------------------------------
 
-    def _connect(self) -> pyetcd.MultiEndpointEtcd3Client:
+    def _connect(self, endpoints: Sequence[str] | None = None) -> pyetcd.MultiEndpointEtcd3Client:
+        """A client of the configured endpoints (failing over between them), or of just `endpoints`."""
         s = self.settings
         credentials = None
         if s.secure:
@@ -269,17 +300,17 @@ class Coordinator:
                             f"({exc.strerror or exc})"
                         ) from None
             credentials = pyetcd.MultiEndpointEtcd3Client.get_secure_creds(s.ca_file, s.key_file, s.cert_file)
-        endpoints = []
-        for url in s.endpoints:
+        members = []
+        for url in s.endpoints if endpoints is None else endpoints:
             parts = urlsplit(url)
             # time_retry=0: pyetcd otherwise refuses to use an endpoint for 300 s after one failure,
             # which would turn an etcd restart into minutes of errors
-            endpoints.append(
+            members.append(
                 pyetcd.Endpoint(parts.hostname, parts.port, secure=s.secure, creds=credentials, time_retry=0.0)
             )
         try:
             client = pyetcd.MultiEndpointEtcd3Client(
-                endpoints=endpoints,
+                endpoints=members,
                 timeout=s.request_timeout_seconds,
                 user=s.user,
                 password=s.password,
@@ -361,7 +392,19 @@ class Coordinator:
             self.timer.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
 
+    def _full(self, what: str) -> CoordinatorFull:
+        return CoordinatorFull(
+            f"etcd at {', '.join(self.settings.endpoints)} is full: its database reached its quota "
+            f"(--quota-backend-bytes; the NOSPACE alarm is raised), so it refuses {what} and every other write, of "
+            "every table. Nothing was committed; reads keep working and nothing committed is lost. To free space: "
+            "`acidtables etcd-usage` shows what each table holds and the quota; `acidtables expire TABLE` moves old "
+            "log entries out of etcd; then compact etcd's history, defragment every member and disarm the alarm "
+            "(etcdctl compact, etcdctl defrag, etcdctl alarm disarm)"
+        )
+
     def _refused(self, what: str, exc: grpc.RpcError) -> AcidTablesError:
+        if _no_space(exc):
+            return self._full(what)
         details = exc.details() or str(exc.code())
         auth_codes = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
         if exc.code() in auth_codes or "user name" in details or "auth" in details.lower():
@@ -568,6 +611,8 @@ class Coordinator:
                 failure=[ops.Get(self.head_key(table_id)), ops.Get(start, range_end=end)],
             )
         except (grpc.RpcError, *_CONNECTION_ERRORS) as exc:
+            if _no_space(exc):  # refused before it was applied: an answer, not a lost one
+                raise self._full("the commit") from exc
             self._reset_client()
             raise CommitAnswerLost(str(exc)) from exc
         if succeeded:
@@ -811,6 +856,74 @@ class Coordinator:
         prefix = self.table_prefix(table_id)
         values = self._paged_range("a usage count", prefix, etcd_utils.prefix_range_end(prefix.encode()).decode())
         return len(values), sum(len(v) + len(m.key) for v, m in values)
+
+    def endpoint_usage(self) -> list[EndpointUsage]:
+        """Each endpoint's database size, in-use size and quota, read from its /metrics page (etcd's
+        gRPC status answer carries no quota)."""
+        out = []
+        for url in self.settings.endpoints:
+            try:
+                metrics = self._metrics(url)
+            except (OSError, ValueError) as exc:
+                out.append(EndpointUsage(url, error=str(exc)))
+                continue
+            out.append(
+                EndpointUsage(
+                    url,
+                    db_size_bytes=metrics.get("etcd_mvcc_db_total_size_in_bytes"),
+                    db_in_use_bytes=metrics.get("etcd_mvcc_db_total_size_in_use_in_bytes"),
+                    quota_bytes=metrics.get("etcd_server_quota_backend_bytes"),
+                )
+            )
+        return out
+
+    def _metrics(self, url: str) -> dict[str, int]:
+        context = None
+        if url.startswith("https://"):
+            context = ssl.create_default_context(cafile=self.settings.ca_file)
+            if self.settings.cert_file:
+                context.load_cert_chain(self.settings.cert_file, self.settings.key_file)
+        timeout = self.settings.request_timeout_seconds
+        with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=timeout, context=context) as answer:
+            text = answer.read().decode()
+        wanted = ("etcd_mvcc_db_total_size_in_bytes", "etcd_mvcc_db_total_size_in_use_in_bytes")
+        found: dict[str, int] = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in (*wanted, "etcd_server_quota_backend_bytes"):
+                found[name] = int(float(value))
+        return found
+
+    def reclaim_space(self) -> list[EndpointUsage]:
+        """Give a full etcd its space back: compact its key history up to now, defragment every member
+        (a database file only shrinks that way), then lift the NOSPACE alarm if every member is below its
+        quota again. etcd takes only reads and deletes while the alarm is raised, so this comes first;
+        archiving (expire) after it frees the log itself. Returns the usage after."""
+        revision = self._call("a revision read", lambda c: c.get_response(self.prefix + "/").header.revision)
+        try:
+            self._call("a history compaction", lambda c: c.compact(revision, physical=True))
+        except CoordinatorRefused as exc:  # already compacted at or past this revision
+            if "compacted" not in str(exc):
+                raise
+        for url in self.settings.endpoints:
+            member = self._connect(endpoints=(url,))
+            try:
+                member.defragment()
+            finally:
+                member.close()
+        usage = self.endpoint_usage()
+        if all(u.error is None and (u.used_fraction or 0) < 1 for u in usage):
+            # as `etcdctl alarm disarm` does: each raised alarm, by the member that raised it
+            for alarm in self._call("an alarm listing", lambda c: list(c.list_alarms())):
+                member = int(alarm.member_id)
+                self._call("an alarm disarm", lambda c, m=member: c.disarm_alarm(member_id=m))  # type: ignore[misc]
+        return usage
+
+    def alarms(self) -> list[str]:
+        """The cluster's raised alarms (NOSPACE: a member's database reached its quota)."""
+        raised = self._call("an alarm listing", lambda c: list(c.list_alarms()))
+        names = {1: "NOSPACE", 2: "CORRUPT"}
+        return sorted({names.get(int(a.alarm_type), str(a.alarm_type)) for a in raised if int(a.alarm_type)})
 
     # --- leases: in-flight transactions and events ---------------------------------------------------
 

@@ -46,7 +46,9 @@ __all__ = [
     "ClusterMetrics",
     "CommitMetrics",
     "EtcdEventCollector",
+    "EtcdUsageCollector",
     "EventSource",
+    "register_collector",
     "start_http_server",
 ]
 
@@ -265,6 +267,61 @@ class EtcdEventCollector:
         return [conflicts_family, aborts_family, up_family]
 
 
+def register_collector(collector: Any, registry: CollectorRegistry = REGISTRY) -> None:
+    """Add a custom collector (read at each scrape) to the registry /metrics serves."""
+    registry.register(collector)
+
+
+class UsageSource(Protocol):
+    """What the usage collector needs of core's `Coordinator`."""
+
+    def endpoint_usage(self) -> list[Any]: ...
+
+    def alarms(self) -> list[str]: ...
+
+
+class EtcdUsageCollector:
+    """etcd's database size, in-use size and quota per endpoint, and its raised alarms, read at each
+    scrape (issue 18): a full etcd stops every table at once, so it is alerted on before it happens.
+    An endpoint that cannot be asked is left out of the size families and counted in
+    `acidtables_etcd_usage_up` as 0."""
+
+    def __init__(self, coordinator: UsageSource) -> None:
+        self._coordinator = coordinator
+
+    @staticmethod
+    def _families() -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily("acidtables_etcd_db_size_bytes", "etcd's database file size", labels=["endpoint"]),
+            GaugeMetricFamily(
+                "acidtables_etcd_db_in_use_bytes", "The part of etcd's database in use", labels=["endpoint"]
+            ),
+            GaugeMetricFamily("acidtables_etcd_quota_bytes", "etcd's backend quota", labels=["endpoint"]),
+            GaugeMetricFamily("acidtables_etcd_usage_up", "1 if the endpoint reported its usage", labels=["endpoint"]),
+            GaugeMetricFamily("acidtables_etcd_alarm", "1 for each alarm etcd has raised (NOSPACE)", labels=["alarm"]),
+        ]
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families()
+
+    def collect(self) -> Iterable[Metric]:
+        size, in_use, quota, up, alarm = self._families()
+        try:
+            usage = self._coordinator.endpoint_usage()
+            alarms = self._coordinator.alarms()
+        except AcidTablesError as exc:
+            logger.warning("could not read etcd's usage: %s", exc)
+            return [up]
+        for u in usage:
+            up.add_metric([u.endpoint], 0 if u.error else 1)
+            for family, value in ((size, u.db_size_bytes), (in_use, u.db_in_use_bytes), (quota, u.quota_bytes)):
+                if value is not None:
+                    family.add_metric([u.endpoint], value)
+        for name in alarms:
+            alarm.add_metric([name], 1)
+        return [size, in_use, quota, up, alarm]
+
+
 class ClusterMetrics:
     """What every writer in the cluster did, as the operator sees it in etcd (design §2, §6): monotonic
     `_total` counters of commits (from the table logs), and of conflicts, retries, exhaustions and
@@ -349,6 +406,22 @@ class ClusterMetrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
             registry=registry,
         )
+        self.maintenance_runs = Counter(
+            "acidtables_maintenance_runs",
+            "Maintenance the operator ran (archive, expire, vacuum), by outcome",
+            ("namespace", "table", "kind", "outcome"),
+            registry=registry,
+        )
+        self.maintenance_files = Counter(
+            "acidtables_maintenance_files_freed", "Data files vacuum deleted", table, registry=registry
+        )
+        self.maintenance_bytes = Counter(
+            "acidtables_maintenance_bytes_freed", "Bytes of data files vacuum deleted", table, registry=registry
+        )
+        self.etcd_keys = Gauge("acidtables_table_etcd_keys", "Keys a table holds in etcd", table, registry=registry)
+        self.etcd_bytes = Gauge(
+            "acidtables_table_etcd_bytes", "Bytes (keys and values) a table holds in etcd", table, registry=registry
+        )
         self._seen_events: set[str] = set()
         self._lock = threading.Lock()
 
@@ -392,6 +465,17 @@ class ClusterMetrics:
         self.bytes.labels(namespace, table).set(status["bytes"])
         self.in_flight.labels(namespace, table).set(status["inFlight"])
         self.oldest_in_flight.labels(namespace, table).set(oldest_in_flight_seconds)
+
+    def maintained(self, table_name: str, kind: str, outcome: str, files: int = 0, size: int = 0) -> None:
+        namespace, table = split_name(table_name, method="metrics")
+        self.maintenance_runs.labels(namespace, table, kind, outcome).inc()
+        self.maintenance_files.labels(namespace, table).inc(files)
+        self.maintenance_bytes.labels(namespace, table).inc(size)
+
+    def table_etcd(self, table_name: str, keys: int, size: int) -> None:
+        namespace, table = split_name(table_name, method="metrics")
+        self.etcd_keys.labels(namespace, table).set(keys)
+        self.etcd_bytes.labels(namespace, table).set(size)
 
     def job_finished(self, kind: str, result: str, seconds: float | None, bytes_rewritten: int) -> None:
         self.jobs.labels(kind, result).inc()

@@ -21,7 +21,7 @@ from acidtables.core import (
     partition_files,
 )
 
-from . import autocompact, compactions, conditions, tables
+from . import autocompact, compactions, conditions, maintenance, tables
 from .config import OperatorConfig
 from .context import OperatorContext
 from .definition import catalog_name
@@ -291,6 +291,42 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         if context.kube.create_job(job):
             logger.info("%s/%s: automatic compaction: %s", namespace, name, choice.reason)
             kopf.info(body, reason="AutoCompaction", message=f"{job_name}: {choice.reason}")
+
+    maintenance_settings = maintenance.settings_from(config.maintenance_interval_seconds, config.archive_quiet_seconds)
+
+    @kopf.timer(GROUP, VERSION, "acidtables", interval=config.maintenance_check_seconds, registry=registry)
+    def maintain_table(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        name: str,
+        namespace: str | None,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
+    ) -> None:
+        """Archive a quiet table's log, and with spec.retention expire and vacuum it when due
+        (operator.maintenance); the table's etcd footprint as metrics."""
+        if not status.get("tableId"):
+            return
+        assert namespace is not None
+        context: OperatorContext = memo
+        table = context.catalog.table(catalog_name(namespace, name))
+        try:
+            outcome = maintenance.maintain(
+                table, spec, status, datetime.now(UTC), maintenance_settings, str(body["metadata"]["uid"])
+            )
+            keys, size = context.catalog.services.coordinator.table_usage(table.table_id)
+        except AcidTablesError as exc:
+            context.metrics.maintained(table.name, "maintenance", "error")
+            raise kopf.TemporaryError(f"maintenance of {table.name}: {type(exc).__name__}: {exc}", delay=60) from exc
+        for kind, result, files, freed in outcome.runs:
+            context.metrics.maintained(table.name, kind, result, files, freed)
+        context.metrics.table_etcd(table.name, keys, size)
+        if outcome.status:
+            patch.status.update(outcome.status)
+        for kind, reason, message in outcome.events:
+            kopf.event(body, type=kind, reason=reason, message=message)
 
     return registry
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import kopf
 
 from acidtables.core import AcidTablesError, Catalog, campaign
-from acidtables.metrics import ClusterMetrics, start_http_server
+from acidtables.metrics import ClusterMetrics, EtcdUsageCollector, register_collector, start_http_server
 
 from .config import OperatorConfig
 from .context import OperatorContext
@@ -60,6 +60,7 @@ def run(
     catalog = catalog or Catalog.connect()
     port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108)
     metrics = ClusterMetrics()
+    register_collector(EtcdUsageCollector(catalog.services.coordinator))
     # standbys serve /metrics too (their watch gauge reads 0): one probe fits every replica
     start_http_server(port)
     logger.info("metrics on :%d/metrics", port)

@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -44,9 +44,13 @@ from acidtables.core.storage import Storage
 from . import workers
 from .report import Figure, Goal, Report, machine_info, now_iso
 
-BENCHMARKS = ("serial", "contention", "snapshot")
+BENCHMARKS = ("serial", "contention", "snapshot", "archive")
 SERIAL_GOAL = Goal("library >= 0.6 x raw", 0.6, at_least=True)
 LOAD_GOAL = Goal("largest <= 3 x smallest", 3.0, at_least=False)
+MAINTENANCE_GOAL = Goal("with maintenance >= 0.9 x without", 0.9, at_least=True)
+#: issue 18: a busy table's steady etcd footprint
+ETCD_BYTES_BOUND = 150_000
+HISTORY_LINEAR_GOAL = Goal("time per version <= 1.5 x the smallest table's", 1.5, at_least=False)
 #: a child process that has not reported after this long is considered stuck
 CHILD_TIMEOUT_SECONDS = 1800.0
 
@@ -60,6 +64,9 @@ class Sizes:
     contention: tuple[tuple[int, int], ...]
     history_versions: tuple[int, ...]
     load_repeats: int
+    #: commits of the archive benchmark's footprint table, and per throughput round
+    footprint_commits: int = 10_000
+    maintenance_round_commits: int = 500
 
 
 FULL = Sizes(
@@ -77,6 +84,8 @@ QUICK = Sizes(
     contention=((4, 100), (16, 25)),
     history_versions=(100, 1_000, 10_000),
     load_repeats=7,
+    footprint_commits=2_000,
+    maintenance_round_commits=200,
 )
 
 
@@ -477,6 +486,11 @@ def _measure_reads(settings: Settings, versions: Sequence[int], repeats: int) ->
             n: coordinator.read_log(tables[n].table_id, n // 2 - 1, n // 2)[0]["committed_at"] / 1_000_000
             for n in versions
         }
+        for n in versions:  # the whole history once per table (issue 17: 100,000 versions return)
+            add(n, "history_all", _timed(tables[n].history))
+            usage = coordinator.table_usage(tables[n].table_id)
+            add(n, "etcd_keys", usage[0])
+            add(n, "etcd_bytes", usage[1])
         for _ in range(repeats):
             for n in versions:
                 table = tables[n]
@@ -578,12 +592,179 @@ def bench_snapshot(env: Env, sizes: Sizes, report: Report) -> None:
     add_series("  of which: head read", lambda m: m["samples_seconds"]["head_read"], None)
     add_series("  of which: 99 log entries read", lambda m: m["samples_seconds"]["log_read_99"], None)
     add_series("history(limit=10)", lambda m: m["samples_seconds"]["history_limit_10"], None)
+    per_version = {n: _median_seconds(measured[n]["samples_seconds"]["history_all"]) / n for n in versions}
+    for n in versions:
+        report.add(
+            Figure(
+                "snapshot",
+                f"history() of all {n:,} versions",
+                per_version[n] * n,
+                "s",
+                baseline=f"per version at {smallest:,}" if n != smallest else None,
+                ratio=per_version[n] / per_version[smallest] if n != smallest else None,
+                goal=HISTORY_LINEAR_GOAL if n == largest else None,
+                note="ratio: time per version; 1 = linear",
+            )
+        )
+        report.add(
+            Figure(
+                "snapshot",
+                f"etcd bytes of the table, {n:,} versions",
+                _median_seconds(measured[n]["samples_seconds"]["etcd_bytes"]),
+                "B",
+                note=f"{_median_seconds(measured[n]['samples_seconds']['etcd_keys']):.0f} keys; the rest archived",
+            )
+        )
     add_series("version_at(now)", lambda m: m["samples_seconds"]["version_at_now"], None)
     add_series("version_at(time of version n/2)", lambda m: m["samples_seconds"]["version_at_middle"], None)
     build_rate = build_rate_figure(built[largest])
     if build_rate is not None:
         report.add(build_rate)
     report.details["snapshot"] = {"checkpoint_interval": interval, "tables": {str(n): measured[n] for n in versions}}
+
+
+# --- archive: etcd's footprint, throughput under maintenance, reads from the archive ------------------
+
+
+def _footprint(env: Env, sizes: Sizes, report: Report) -> None:
+    """etcd keys and bytes of one table while it takes `footprint_commits` appends at default settings
+    (its retention 168h, expired every 1,000 commits): flat, under the bound."""
+    catalog = Catalog(env.settings)
+    try:
+        table = catalog.create_table("bench.footprint", schema="id BIGINT, dt STRING", partition_by=["dt"])
+        coordinator = catalog.services.coordinator
+        samples: list[tuple[int, int, int]] = []
+        step = max(1, sizes.footprint_commits // 10)
+        for n in range(1, sizes.footprint_commits + 1):
+            workers.append_one(table, f"p{n % 8}")
+            if n % 1000 == 0:
+                table.expire(retain_versions=1000, retain_duration="168h")
+            if n % step == 0:
+                catalog.services.archiver.flush()
+                keys, size = coordinator.table_usage(table.table_id)
+                samples.append((n, keys, size))
+                log(f"archive: {n:,} commits, etcd holds {keys} keys, {size:,} bytes of the table")
+    finally:
+        catalog.close()
+    first, last = samples[0], samples[-1]
+    report.add(
+        Figure(
+            "archive",
+            f"etcd bytes of a busy table after {last[0]:,} commits",
+            last[2],
+            "B",
+            baseline=f"after {first[0]:,}",
+            ratio=last[2] / first[2],
+            note=f"max {max(s[2] for s in samples):,} B over the run (bound {ETCD_BYTES_BOUND:,}); {last[1]} keys",
+        )
+    )
+    report.details["archive_footprint"] = [{"commits": n, "keys": k, "bytes": b} for n, k, b in samples]
+
+
+def _maintenance_loop(settings: Settings, name: str, stop: Any) -> int:
+    """expire (keeping 50 versions) and vacuum of `name` back to back until `stop` is set; runs."""
+    catalog = Catalog(settings)
+    runs = 0
+    try:
+        table = catalog.table(name)
+        while not stop.is_set():
+            table.expire(retain_versions=50, retain_duration=0, force=True)
+            table.vacuum(retain_duration=0, force=True)
+            runs += 1
+    finally:
+        catalog.close()
+    return runs
+
+
+def _throughput(env: Env, sizes: Sizes, report: Report) -> None:
+    """Serial appends with archiving in the background and expire + vacuum running beside them, against
+    the same appends with no maintenance at all (a window no table reaches), interleaved rounds."""
+    import threading
+
+    quiet = replace(env.settings, commit=replace(env.settings.commit, log_window_versions=10**9))
+    with_rates: list[float] = []
+    without_rates: list[float] = []
+    vacuum_runs = 0
+    for round_ in range(sizes.serial_rounds):
+        for maintained in (False, True):
+            settings = env.settings if maintained else quiet
+            catalog = Catalog(settings)
+            try:
+                name = f"bench.maintained_{round_}_{int(maintained)}"
+                table = catalog.create_table(name, schema="id BIGINT, dt STRING", partition_by=["dt"])
+                for _ in range(20):  # warm the table's head and something to expire
+                    workers.append_one(table)
+                stop = threading.Event()
+                side = ThreadPoolExecutor(max_workers=1)
+                running = side.submit(_maintenance_loop, settings, name, stop) if maintained else None
+                t0 = time.perf_counter()
+                for _ in range(sizes.maintenance_round_commits):
+                    workers.append_one(table)
+                rate = _rate(sizes.maintenance_round_commits, time.perf_counter() - t0)
+                stop.set()
+                if running is not None:
+                    vacuum_runs += running.result()
+                side.shutdown()
+                (with_rates if maintained else without_rates).append(rate)
+            finally:
+                catalog.close()
+        log(f"archive: round {round_ + 1}: {without_rates[-1]:.0f} commits/s alone, {with_rates[-1]:.0f} maintained")
+    ratios = [w / wo for w, wo in zip(with_rates, without_rates, strict=True)]
+    report.add(
+        Figure(
+            "archive",
+            "serial appends while archiving, expire and vacuum run",
+            statistics.median(with_rates),
+            "commits/s",
+            baseline="no maintenance",
+            ratio=statistics.median(ratios),
+            goal=MAINTENANCE_GOAL,
+            note=f"{vacuum_runs} expire+vacuum runs beside them (a thread of the same process)",
+        )
+    )
+
+
+def _archive_reads(env: Env, sizes: Sizes, report: Report) -> None:
+    """A cold snapshot load at an old version and a whole history read, from etcd alone and then (the
+    same table, archived) from the archive."""
+    unarchived = replace(env.settings, commit=replace(env.settings.commit, log_window_versions=10**9))
+    commits = min(2000, sizes.footprint_commits)
+    with Catalog(unarchived) as catalog:
+        table = catalog.create_table("bench.archived_reads", schema="id BIGINT, dt STRING", partition_by=["dt"])
+        for n in range(commits):
+            workers.append_one(table, f"p{n % 8}")
+    old = commits // 4 + 37  # 37 versions past a checkpoint: the load reads log entries too
+
+    def measure() -> dict[str, float]:
+        loads, histories = [], []
+        for _ in range(sizes.load_repeats):
+            loads.append(_cold_load(env.settings, "bench.archived_reads", old)[0])
+            with Catalog(env.settings) as cold:
+                histories.append(_timed(cold.table("bench.archived_reads").history))
+        return {"load": statistics.median(loads), "history": statistics.median(histories)}
+
+    from_etcd = measure()
+    with Catalog(env.settings) as catalog:
+        catalog.table("bench.archived_reads").archive()
+    from_archive = measure()
+    for key, label in (("load", f"cold snapshot load at version {old:,}"), ("history", f"history() of {commits:,}")):
+        report.add(
+            Figure(
+                "archive",
+                f"{label}, from the archive",
+                from_archive[key],
+                "s",
+                baseline="etcd only",
+                ratio=from_archive[key] / from_etcd[key],
+                note=f"etcd only: {from_etcd[key] * 1000:.1f} ms",
+            )
+        )
+
+
+def bench_archive(env: Env, sizes: Sizes, report: Report) -> None:
+    _footprint(env, sizes, report)
+    _throughput(env, sizes, report)
+    _archive_reads(env, sizes, report)
 
 
 # --- the suite -----------------------------------------------------------------------------------------
@@ -600,6 +781,8 @@ def run(*, quick: bool = False, only: Sequence[str] = BENCHMARKS, results_dir: P
             bench_contention(env, sizes, report, serial_rate)
         if "snapshot" in only:
             bench_snapshot(env, sizes, report)
+        if "archive" in only:
+            bench_archive(env, sizes, report)
     path = report.finish(results_dir)
     if path is not None:
         log(f"results written to {path}")

@@ -63,7 +63,8 @@ def _etcd_keys(etcd_server: EmbeddedEtcd, spec: CatalogSpec, table: Table) -> tu
     """(versions under the log prefix, txn ids under the in-flight prefix), read straight from etcd."""
     client = etcd_client(etcd_server.host, etcd_server.client_port)
     try:
-        return log_versions(client, spec.prefix, table.table_id), inflight_txns(client, spec.prefix, table.table_id)
+        versions = log_versions(client, spec.prefix, table.table_id, table.location)
+        return versions, inflight_txns(client, spec.prefix, table.table_id)
     finally:
         client.close()
 

@@ -193,3 +193,18 @@ def test_vacuum_on_an_object_store(s3_timed: Catalog, clock: Clock) -> None:
     left = {f.path for f in Storage(table.location).walk("data")}
     assert left == set(written[4:])
     assert len(table.snapshot(5).files) == 1
+
+
+def test_a_process_that_saw_the_table_long_ago_starts_its_transaction_from_the_current_head(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """begin() takes no round trip from a head this process saw recently; one seen long ago (a snapshot
+    whose files a retention may have let vacuum delete since) is read again."""
+    table = catalog.create_table("ns.stale", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    with Catalog(catalog.settings) as other:
+        theirs = other.table("ns.stale")
+        theirs.begin("insert_into").abort()  # this process now knows version 0
+        _overwrite(table)
+        assert theirs.begin("update").read_version == 0  # recently seen: no round trip
+        monkeypatch.setattr("acidtables.core.etcd.KNOWN_HEAD_SECONDS", 0.0)
+        assert theirs.begin("update").read_version == 1  # seen "long ago": asked again

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -76,10 +77,17 @@ def _table_key(prefix: str, table_id: str, *parts: str) -> str:
     return "/".join((prefix, "tables", table_id, *parts))
 
 
-def log_versions(client: pyetcd.MultiEndpointEtcd3Client, prefix: str, table_id: str) -> list[int]:
-    """Every version key under the table's log prefix, in key order."""
+def log_versions(
+    client: pyetcd.MultiEndpointEtcd3Client, prefix: str, table_id: str, location: str | None = None
+) -> list[int]:
+    """Every version key under the table's log prefix, in key order; with `location`, also every version
+    its archive segments hold (read as files: `_acidtables/archive/*.json`, design §2), each version once."""
     keys = [meta.key.decode() for _, meta in client.get_prefix(_table_key(prefix, table_id, "log", ""), keys_only=True)]
-    return sorted(int(key.rsplit("/", 1)[1]) for key in keys)
+    versions = {int(key.rsplit("/", 1)[1]) for key in keys}
+    if location is not None:
+        for segment in Path(location, "_acidtables", "archive").glob("*.json"):
+            versions.update(int(e["version"]) for e in json.loads(segment.read_bytes())["segment"]["entries"])
+    return sorted(versions)
 
 
 def inflight_txns(client: pyetcd.MultiEndpointEtcd3Client, prefix: str, table_id: str) -> list[str]:
@@ -103,7 +111,7 @@ def head_version(client: pyetcd.MultiEndpointEtcd3Client, prefix: str, table_id:
 def committed_records(catalog: Catalog, table: Table) -> list[CommitRecord]:
     """Every commit record of the table, oldest first, decoded from the log (or its commit files)."""
     services = catalog.services
-    entries = services.coordinator.read_log(table.table_id, -1)
+    entries = services.log(table.table_id, table.location).read(-1)  # etcd's window and the archive
     return [services.decode_log_entry(table.location, entry) for entry in entries]
 
 

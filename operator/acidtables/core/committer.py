@@ -124,8 +124,13 @@ class _Committer:
                     self.txn_id,
                     time_version,
                 )
-            except CoordinatorFull:
-                self._give_up()  # etcd refused it before applying it: nothing was committed
+            except CoordinatorFull as full:
+                # etcd applies the write that crosses its quota and only then answers NOSPACE (its quota
+                # applier), so a refusal may have landed: look the txn id up (reads still work)
+                looked_up = self._after_lost_answer(full, self.base_version)
+                if looked_up.succeeded:
+                    return self._finish(self._decode(looked_up.log[0]))
+                self._give_up()
                 raise
             except CommitAnswerLost as lost:
                 result = self._after_lost_answer(lost, self.base_version)
@@ -258,7 +263,7 @@ class _Committer:
                 )
         return None
 
-    def _after_lost_answer(self, lost: CommitAnswerLost, base_version: int) -> CasResult:
+    def _after_lost_answer(self, lost: Exception, base_version: int) -> CasResult:
         """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
         coordinator = self.services.coordinator
         try:

@@ -60,6 +60,8 @@ RANGE_PAGE_KEYS = 1000
 #: largest inline records (256 KiB) still fit one gRPC answer. A writer further behind than that reads
 #: the rest in pages, one more round trip; one that lost a race to a few commits never does.
 LOG_ENTRIES_IN_A_TXN = 12
+#: how long a head this process saw stays a transaction's starting point without asking etcd again
+KNOWN_HEAD_SECONDS = 10.0
 
 T = TypeVar("T")
 
@@ -268,9 +270,11 @@ class Coordinator:
         self._closed = threading.Event()
         #: keys per range page; halves (for good) when a page of large entries overflows an answer
         self._page_keys = RANGE_PAGE_KEYS
-        #: table id -> the newest head this process has seen (its own commits, lost races, reads): where
-        #: a transaction starts without a round trip; the compare-and-swap judges whatever is newer
-        self._heads: dict[str, HeadState] = {}
+        #: table id -> the newest head this process has seen (its own commits, lost races, reads) and
+        #: when: where a transaction starts without a round trip; the compare-and-swap judges whatever is
+        #: newer. Only for KNOWN_HEAD_SECONDS: a process that last saw a table long ago asks again, so a
+        #: transaction never starts from a snapshot whose files retention may have let vacuum delete
+        self._heads: dict[str, tuple[HeadState, float]] = {}
         #: events waiting to be recorded by the recorder thread (off the commit path)
         self._events: list[tuple[str, dict[str, Any], int]] = []
         self._events_ready = threading.Condition(self._lock)
@@ -527,9 +531,13 @@ class Coordinator:
         return self._remember(table_id, HeadState(_versioned(value, key), meta.mod_revision))
 
     def known_head(self, table_id: str) -> HeadState | None:
-        """The newest head of the table this process has seen, without asking etcd."""
+        """The newest head of the table this process has seen in the last KNOWN_HEAD_SECONDS, without
+        asking etcd."""
         with self._lock:
-            return self._heads.get(table_id)
+            known = self._heads.get(table_id)
+        if known is None or time.monotonic() - known[1] > KNOWN_HEAD_SECONDS:
+            return None
+        return known[0]
 
     def forget_head(self, table_id: str) -> None:
         with self._lock:
@@ -538,8 +546,8 @@ class Coordinator:
     def _remember(self, table_id: str, head: HeadState) -> HeadState:
         with self._lock:
             known = self._heads.get(table_id)
-            if known is None or head.mod_revision >= known.mod_revision:
-                self._heads[table_id] = head
+            if known is None or head.mod_revision >= known[0].mod_revision:
+                self._heads[table_id] = (head, time.monotonic())
         return head
 
     def read_log(self, table_id: str, after: int, upto: int | None = None) -> list[dict[str, Any]]:

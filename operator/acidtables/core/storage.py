@@ -13,6 +13,7 @@ import json
 import os
 import posixpath
 import shutil
+import stat
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -128,6 +129,7 @@ class Storage:
         self._fs: Any = None
         self._base = ""
         self._footers: dict[str, Any] = {}
+        self._data_dir_checked = False
         if self._root is None:
             uri = self.location.replace("s3a://", "s3://", 1)
             try:
@@ -164,11 +166,12 @@ class Storage:
         """A fresh directory for one write of transaction `txn_id`, relative to the location: the only
         place a writer may put the files it stages. Refuses when data/ is a file someone else put there
         (acidtables never deletes what it did not write)."""
-        if self.file_size(DATA_DIR) is not None:
+        if not self._data_dir_checked and self.file_size(DATA_DIR) is not None:
             raise InvalidArgumentError(
                 f"{self.absolute(DATA_DIR)} is a file, where the table keeps its data directory; move it away "
                 "(acidtables never deletes what it did not write)"
             )
+        self._data_dir_checked = True  # once per Storage, not per write: nothing of ours replaces data/
         return f"{self.staging_dir(txn_id)}/{WRITE_PREFIX}{uuid.uuid4().hex[:16]}"
 
     def data_root(self) -> str:
@@ -264,8 +267,11 @@ class Storage:
     def file_size(self, relative: str) -> int | None:
         """The size of the regular file at `relative`, or None when there is none (missing, a directory)."""
         if self._root is not None:
-            target = self._local(relative)
-            return target.stat().st_size if target.is_file() else None
+            try:  # one stat, not is_file() and then stat(): the commit proves every file it adds this way
+                found = os.stat(self._local(relative))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            return found.st_size if stat.S_ISREG(found.st_mode) else None
         from pyarrow import fs as pafs
 
         info = self._fs.get_file_info(self._remote(relative))
@@ -363,8 +369,8 @@ class Storage:
                 return []
             out = []
             for entry in os.scandir(base):
-                stat = entry.stat()
-                out.append(FileInfo(f"{relative}/{entry.name}", stat.st_size, stat.st_mtime))
+                found = entry.stat()
+                out.append(FileInfo(f"{relative}/{entry.name}", found.st_size, found.st_mtime))
             return out
         from pyarrow import fs as pafs
 
@@ -394,8 +400,8 @@ class Storage:
             for dirpath, _, names in os.walk(base):
                 for name in names:
                     full = Path(dirpath) / name
-                    stat = full.stat()
-                    yield FileInfo(str(full.relative_to(self._root)), stat.st_size, stat.st_mtime)
+                    found = full.stat()
+                    yield FileInfo(str(full.relative_to(self._root)), found.st_size, found.st_mtime)
             return
         from pyarrow import fs as pafs
 

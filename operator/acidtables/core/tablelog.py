@@ -142,6 +142,10 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
         upto = min(target, marker.upto + batch_versions)
         batch = coordinator.archive_batch(table_id, marker.upto, upto)
         if [int(e["version"]) for e in batch.entries] != list(range(marker.upto + 1, upto + 1)):
+            moved = coordinator.archive_marker(table_id)
+            if moved.revision != marker.revision:  # another archiver took some of them meanwhile
+                marker = moved
+                continue
             raise CorruptMetadataError(
                 f"the log of table {table_id} is not contiguous between versions {marker.upto + 1} and {upto}; "
                 "archiving stopped before moving anything",

@@ -113,6 +113,13 @@ def test_commits_keep_etcd_within_the_window_without_anyone_archiving(small_wind
 
 
 def test_a_transaction_older_than_the_window_is_judged_through_the_archive(small_window: Catalog) -> None:
+    # never registered (a registered one keeps its entries in etcd): its conflict check must use the archive
+    unregistered = dataclasses.replace(small_window.settings.commit, register_after_seconds=3600.0)
+    with Catalog(dataclasses.replace(small_window.settings, commit=unregistered)) as catalog:
+        _judged_through_the_archive(catalog)
+
+
+def _judged_through_the_archive(small_window: Catalog) -> None:
     table = small_window.create_table("ns.old", schema="id BIGINT, dt STRING", partition_by=["dt"])
     _append(table, "a")
     conflicting = table.begin("insert_overwrite")  # reads partition a; a later overwrite of a beats it
@@ -122,16 +129,16 @@ def test_a_transaction_older_than_the_window_is_judged_through_the_archive(small
     rebased = table.begin("insert_into")  # an append anywhere: the rules let it through
     rebased.add_files([stage(rebased, "b")])
     _overwrite(table, "a")
-    for n in range(120):
+    for n in range(500):
         _append(table, f"q{n % 3}")
     table.archive()
-    assert min(int(k.rsplit("/", 1)[1]) for k in _keys(small_window, table, "log")) > conflicting.read_version + 50
+    assert min(int(k.rsplit("/", 1)[1]) for k in _keys(small_window, table, "log")) > conflicting.read_version + 450
 
     with pytest.raises(ConcurrentModificationException):
         conflicting.commit()
     info = rebased.commit()
-    assert info.version == 123 and info.retries == 1
-    assert len(table.snapshot().files_by_path) == 1 + 120 + 1  # a (overwritten), the q appends, b
+    assert info.version == 503 and info.retries == 1
+    assert len(table.snapshot().files_by_path) == 1 + 500 + 1  # a (overwritten), the q appends, b
 
 
 def test_a_registered_transaction_keeps_the_entries_it_needs_in_etcd(small_window: Catalog) -> None:

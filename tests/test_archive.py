@@ -20,6 +20,7 @@ from acidtables import Catalog, Table
 from acidtables.core import ConcurrentModificationException, CorruptMetadataError, VersionExpiredError
 from acidtables.core.archive import ARCHIVE_DIR
 from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.etcd import ArchiveMarker
 
 WINDOW = 20
 TESTS_DIR = Path(__file__).parent
@@ -165,7 +166,7 @@ def test_a_torn_segment_is_skipped_for_another_and_a_missing_one_is_named(
     expected = table.history()
     # an archiver that died after writing its segment, before etcd let go: the next run writes another
     archive = catalog.services.log(table.table_id, table.location).archive
-    batch = catalog.services.coordinator.archive_batch(table.table_id, -1, 40 - WINDOW)
+    batch = catalog.services.coordinator.archive_batch(table.table_id, ArchiveMarker(), 40 - WINDOW)
     archive.write(batch.entries, batch.times, batch.checkpoints)
     small_window.table("ns.torn").archive()
     segments = sorted((Path(table.location) / ARCHIVE_DIR).iterdir())
@@ -196,7 +197,9 @@ def test_an_archive_segment_holds_what_etcd_held(catalog: Catalog, small_window:
     assert content["checkpoints"] == []  # the catalog writing it checkpoints every 100 versions
 
 
-@pytest.mark.parametrize("point", ["after-segment", "mid-batch", "before-txn-keys", "expire-after-record"])
+@pytest.mark.parametrize(
+    "point", ["after-segment", "mid-batch", "before-txn-keys", "after-txn-keys", "expire-after-record"]
+)
 def test_an_archiver_killed_anywhere_leaves_nothing_lost_or_doubled(
     catalog: Catalog, etcd_server: EmbeddedEtcd, tmp_path: Path, point: str
 ) -> None:
@@ -213,6 +216,7 @@ def test_an_archiver_killed_anywhere_leaves_nothing_lost_or_doubled(
     # what the dead archiver left is readable as it is...
     with Catalog(catalog.settings) as cold:
         assert cold.table("ns.crash").history() == history
+        assert [cold.table("ns.crash").find_commit(h.txn_id) for h in history] == [h.version for h in history]
     # ...and the next run finishes the job
     table.archive(keep_versions=10)
     assert [int(k.rsplit("/", 1)[1]) for k in _keys(catalog, table, "log")] == list(range(51, 61))

@@ -6,7 +6,8 @@ of its own process, at POINT:
 
 - `after-segment`: the first segment is written, etcd has not let go of its entries;
 - `mid-batch`: two batches are done, the third's segment is written, its etcd step never sent;
-- `before-txn-keys`: every batch moved, the txn index keys of archived versions not yet deleted;
+- `before-txn-keys`: the first segment written, its versions' txn index keys not yet deleted;
+- `after-txn-keys`: those txn index keys deleted, the marker not moved (etcd still has the entries);
 - `expire-after-record`: expire wrote the new retention, before archiving anything.
 """
 
@@ -23,7 +24,7 @@ from acidtables.core.settings import CommitSettings
 
 from .tables import CatalogSpec
 
-POINTS = ("after-segment", "mid-batch", "before-txn-keys", "expire-after-record")
+POINTS = ("after-segment", "mid-batch", "before-txn-keys", "after-txn-keys", "expire-after-record")
 WINDOW = 10
 
 
@@ -58,6 +59,8 @@ def main(argv: list[str]) -> int:
         _after(Archive, "write", 3)
     elif point == "before-txn-keys":
         _before(Coordinator, "delete_txn_keys")
+    elif point == "after-txn-keys":
+        _after(Coordinator, "delete_txn_keys", 1)
     elif point == "expire-after-record":
         _after(Coordinator, "put_retention", 1)
         _before(Archive, "write")

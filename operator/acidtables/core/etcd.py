@@ -764,16 +764,22 @@ class Coordinator:
                 f"etcd key {key} is not an archive marker ({exc}): {str(data)[:200]}", key=key
             ) from None
 
-    def archive_batch(self, table_id: str, after: int, upto: int) -> ArchiveBatch:
-        """The log entries after < version <= upto, with every time-index entry and checkpoint key at or
-        before `upto` still in etcd (older ones left with earlier batches, so these ranges stay short)."""
-        entries = self.read_log(table_id, after, upto)
-        times_start = self._key(table_id, "times", "")
+    def archive_batch(self, table_id: str, seen: ArchiveMarker, upto: int) -> ArchiveBatch:
+        """The log entries after the marker `seen` up to `upto`, with their time-index entries and
+        checkpoint keys. Every range starts where the marker says etcd's part begins: deleted keys stay
+        in etcd's index until its history is compacted, so a range from the start of a prefix would walk
+        minutes of them at every step."""
+        entries = self.read_log(table_id, seen.upto, upto)
+        first_time = 0 if seen.time_upto is None else seen.time_upto + 1
         times = [
             pair
             for pair in (
                 _time_entry(v, m)
-                for v, m in self._paged_range("a time index read", times_start, self._key(table_id, "times0"))
+                for v, m in self._paged_range(
+                    "a time index read",
+                    self._key(table_id, "times", _pad(first_time)),
+                    self._key(table_id, "times0"),
+                )
             )
             if pair[1] <= upto
         ]
@@ -781,7 +787,7 @@ class Coordinator:
             (int(m.key.decode().rsplit("/", 1)[1]), v.decode())
             for v, m in self._paged_range(
                 "a checkpoint listing",
-                self._key(table_id, "checkpoints", ""),
+                self._key(table_id, "checkpoints", _pad(seen.upto + 1)),
                 self._key(table_id, "checkpoints", _pad(upto + 1)),
             )
         ]
@@ -816,17 +822,6 @@ class Coordinator:
             ),
         )
         return bool(succeeded)
-
-    def txn_index_upto(self, table_id: str, upto: int) -> list[str]:
-        """Txn ids whose index key names a version at or before `upto`: archived commits whose key is
-        still in etcd (the archiver deletes them after moving the marker; a crash can leave some)."""
-        values = self._paged_range("a txn index read", self._key(table_id, "txns", ""), self._key(table_id, "txns0"))
-        out = []
-        for value, meta in values:
-            key = meta.key.decode(errors="replace")
-            if _integer(value, key) <= upto:
-                out.append(key.rsplit("/", 1)[1])
-        return out
 
     def delete_txn_keys(self, table_id: str, txn_ids: Sequence[str]) -> None:
         """Delete txn index keys, 100 per transaction (etcd allows 128 operations in one)."""

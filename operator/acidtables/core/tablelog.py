@@ -57,11 +57,12 @@ class TableLog:
         return archived + recent
 
     def find_txn(self, txn_id: str) -> int | None:
+        """The version a transaction committed, or None. The archiver deletes a batch's txn-index keys
+        after writing its segment and before moving the marker, so a miss in etcd always asks the
+        archive (whose index of txn ids is built once per process and then grows with new segments)."""
         found = self.coordinator.find_txn(self.table_id, txn_id)
         if found is not None:
             return found
-        if self.coordinator.archive_marker(self.table_id).upto < 0:
-            return None
         return self.archive.find_txn(txn_id)
 
     def version_at_time(self, time_us: int) -> tuple[int, int] | None:
@@ -128,19 +129,20 @@ def archivable_upto(coordinator: Coordinator, table_id: str, keep_versions: int)
 
 def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000) -> ArchiveReport:
     """Move every log entry etcd no longer needs (see `archivable_upto`) into archive segments, in
-    batches of at most `batch_versions`, each written before etcd lets go of it.
+    batches of at most `batch_versions`. Each batch: its segment is written, then its txn-index keys are
+    deleted (a lookup that misses etcd reads the archive), then one transaction moves the marker and
+    deletes its log, time-index and checkpoint keys.
 
     Safe to run anywhere at any time, concurrently too: a second archiver that loses the marker's
     compare-and-swap stops (its segment is a harmless duplicate), and a run killed at any point leaves
-    either entries still in etcd (the next run archives them again) or txn-index keys of archived
-    versions (the next run deletes them)."""
+    entries still in etcd that the next run archives again, each in a segment already."""
     coordinator, table_id = log.coordinator, log.table_id
     target = archivable_upto(coordinator, table_id, keep_versions)
     archived = removed = segments = 0
     marker = coordinator.archive_marker(table_id)
     while marker.upto < target:
         upto = min(target, marker.upto + batch_versions)
-        batch = coordinator.archive_batch(table_id, marker.upto, upto)
+        batch = coordinator.archive_batch(table_id, marker, upto)
         if [int(e["version"]) for e in batch.entries] != list(range(marker.upto + 1, upto + 1)):
             moved = coordinator.archive_marker(table_id)
             if moved.revision != marker.revision:  # another archiver took some of them meanwhile
@@ -153,6 +155,7 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
             )
         log.archive.write(batch.entries, batch.times, batch.checkpoints)
         segments += 1
+        coordinator.delete_txn_keys(table_id, [str(e["txn_id"]) for e in batch.entries])
         newer = replace(
             marker,
             upto=upto,
@@ -163,11 +166,9 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
             logger.info("table %s: another archiver moved the marker first; stopping", table_id)
             break
         archived += len(batch.entries)
-        removed += len(batch.entries) + len(batch.times) + len(batch.checkpoints)
+        removed += 2 * len(batch.entries) + len(batch.times) + len(batch.checkpoints)
         marker = coordinator.archive_marker(table_id)
-    stale = coordinator.txn_index_upto(table_id, marker.upto) if marker.upto >= 0 else []
-    coordinator.delete_txn_keys(table_id, stale)
-    return ArchiveReport(archived, removed + len(stale), marker.upto, segments)
+    return ArchiveReport(archived, removed, marker.upto, segments)
 
 
 __all__ = ["ArchiveMarker", "ArchiveReport", "TableLog", "archivable_upto", "archive_log"]

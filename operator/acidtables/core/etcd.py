@@ -799,17 +799,20 @@ class Coordinator:
         when another archiver moved the marker first. Three range deletes: etcd's limit on operations
         per transaction (128 by default) never binds, however many versions the batch holds."""
         key = self._key(table_id, "archived")
+        # from where `seen` ends, not from the prefix's start: etcd walks deleted keys in a range until
+        # its history is compacted, and every earlier step's keys are deleted already
         deletes = [
-            ops.Delete(self.log_key(table_id, 0), range_end=self.log_key(table_id, marker.upto + 1)),
+            ops.Delete(self.log_key(table_id, seen.upto + 1), range_end=self.log_key(table_id, marker.upto + 1)),
             ops.Delete(
-                self._key(table_id, "checkpoints", _pad(0)),
+                self._key(table_id, "checkpoints", _pad(seen.upto + 1)),
                 range_end=self._key(table_id, "checkpoints", _pad(marker.upto + 1)),
             ),
         ]
         if marker.time_upto is not None:
+            first_time = 0 if seen.time_upto is None else seen.time_upto + 1
             deletes.append(
                 ops.Delete(
-                    self._key(table_id, "times", _pad(0)),
+                    self._key(table_id, "times", _pad(first_time)),
                     range_end=self._key(table_id, "times", _pad(marker.time_upto + 1)),
                 )
             )

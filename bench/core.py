@@ -438,7 +438,7 @@ def _cold_load(settings: Settings, name: str, version: int | None) -> tuple[floa
 
 
 def _read_checkpoint(storage: Storage, path: str) -> Snapshot:
-    return Snapshot.from_json(json.loads(storage.read(path)))
+    return Snapshot.from_json(json.loads(storage.read(path))["snapshot"])
 
 
 def _version_at_now(table: Table) -> int:
@@ -474,7 +474,8 @@ def _measure_reads(settings: Settings, versions: Sequence[int], repeats: int) ->
                 table_id = tables[n].table_id
                 add(n, "head_read", _timed(partial(coordinator.read_head, table_id)))
                 add(n, "checkpoint_lookup", _timed(partial(coordinator.checkpoint_at_or_before, table_id, n)))
-                add(n, "log_read_99", _timed(partial(coordinator.read_log, table_id, n - 100, n - 1)))
+                log_reader = catalog.services.log(table_id, tables[n].location)
+                add(n, "log_read_99", _timed(partial(log_reader.read, n - 100, n - 1)))
                 found = coordinator.checkpoint_at_or_before(table_id, n)
                 if found is not None:
                     storage = catalog.services.storage(tables[n].location)

@@ -484,7 +484,7 @@ def _measure_reads(settings: Settings, versions: Sequence[int], repeats: int) ->
         # the garbage that leaves in etcd must not slow the loads above. Time travel goes to now and
         # to the commit time of version n/2.
         middle = {
-            n: coordinator.read_log(tables[n].table_id, n // 2 - 1, n // 2)[0]["committed_at"] / 1_000_000
+            n: tables[n].commits(n // 2, n // 2)[0].committed_at / 1_000_000
             for n in versions
         }
         for n in versions:  # the whole history once per table (issue 17: 100,000 versions return)

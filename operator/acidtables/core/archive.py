@@ -150,6 +150,16 @@ class Archive:
 
     # --- reading -------------------------------------------------------------------------------------
 
+    def _reaching(self, *, version: int | None = None, time_us: int | None = None) -> list[SegmentRef]:
+        """The segments, listed again only when the known ones end before `version` / `time_us`:
+        segments appear only at the new end, so an older answer cannot change."""
+        refs = self._segments()
+        if version is not None and all(r.last < version for r in refs):
+            return self._segments(refresh=True)
+        if time_us is not None and all((r.time_last or -1) < time_us for r in refs):
+            return self._segments(refresh=True)
+        return refs
+
     def _segments(self, *, refresh: bool = False) -> list[SegmentRef]:
         with self._lock:
             if self._refs is None or refresh:
@@ -243,7 +253,8 @@ class Archive:
 
     def version_at_time(self, time_us: int) -> tuple[int, int] | None:
         """The newest archived data commit at or before `time_us`: (time version, ID version)."""
-        candidates = [r for r in self._segments(refresh=True) if r.time_first is not None and r.time_first <= time_us]
+        reaching = self._reaching(time_us=time_us)
+        candidates = [r for r in reaching if r.time_first is not None and r.time_first <= time_us]
         candidates.sort(key=lambda r: -min(r.time_last or 0, time_us))
         best: tuple[int, int] | None = None
         for ref in candidates:
@@ -257,7 +268,7 @@ class Archive:
 
     def versions_between_times(self, start_us: int, end_us: int) -> list[tuple[int, int]]:
         found: dict[int, tuple[int, int]] = {}
-        for ref in self._segments(refresh=True):
+        for ref in self._reaching(time_us=end_us):
             if ref.time_first is None or ref.time_last is None:
                 continue
             if ref.time_last < start_us or ref.time_first > end_us:
@@ -269,7 +280,7 @@ class Archive:
         return sorted(found.values())
 
     def checkpoint_at_or_before(self, version: int) -> tuple[int, str] | None:
-        candidates = [r for r in self._segments(refresh=True) if r.first <= version]
+        candidates = [r for r in self._reaching(version=version) if r.first <= version]
         candidates.sort(key=lambda r: -min(r.last, version))
         best: tuple[int, str] | None = None
         for ref in candidates:

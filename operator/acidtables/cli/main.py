@@ -131,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     vacuum.add_argument("--force", action="store_true", help="allow a duration under the safety minimum (168h)")
 
+    fsck = sub.add_parser(
+        "fsck", parents=options, help="check a table's invariants (read-only); exit code 1 when one fails"
+    )
+    fsck.add_argument("name", help="namespace.table")
+
     sub.add_parser(
         "etcd-usage", parents=options, help="etcd's database size against its quota, and keys and bytes per table"
     )
@@ -193,11 +198,12 @@ def _logging(verbose: bool) -> Iterator[None]:
         logger.setLevel(previous)
 
 
-def _run(args: argparse.Namespace) -> None:
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; returns its exit code (0 unless the command reports a finding, like fsck)."""
     out = sys.stdout
     if args.command == "etcd":
         run_etcd(args.data_dir, args.port, as_json=args.json, out=out)
-        return
+        return EXIT_OK
     if args.command == "demo":
         if args.core:
             render(run_demo(), as_json=args.json, out=out)
@@ -205,7 +211,7 @@ def _run(args: argparse.Namespace) -> None:
             from .demo.spark import run_spark_demo  # Spark starts only for this command
 
             render(run_spark_demo(), as_json=args.json, out=out)
-        return
+        return EXIT_OK
     if args.command == "operator":
         from acidtables.operator import run as run_operator  # kopf starts only for this command
 
@@ -215,7 +221,7 @@ def _run(args: argparse.Namespace) -> None:
             catalog=_open_catalog(args.local),
             debug=args.verbose,
         )
-        return
+        return EXIT_OK
     with _open_catalog(args.local) as catalog:
         result: Result
         if args.command == "tables":
@@ -226,11 +232,16 @@ def _run(args: argparse.Namespace) -> None:
             result = maintenance.vacuum(catalog, args.name, args.retain_duration, args.dry_run, args.force)
         elif args.command == "etcd-usage":
             result = maintenance.etcd_usage(catalog)
+        elif args.command == "fsck":
+            checked = maintenance.fsck(catalog, args.name)
+            render(checked, as_json=args.json, out=out)
+            return checked.exit_code
         elif args.command == "describe":
             result = commands.describe(catalog, args.name)
         else:
             result = commands.history(catalog, args.name, args.limit)
         render(result, as_json=args.json, out=out)
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -246,10 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the operator logs through kopf's own set-up (every logger, kopf's handler messages included)
     with _logging(args.verbose and args.command != "operator"):
         try:
-            _run(args)
+            code = _run(args)
         except (Exception, KeyboardInterrupt) as exc:
             return render_error(exc, as_json=args.json, verbose=args.verbose, err=sys.stderr)
-    return EXIT_OK
+    return code
 
 
 if __name__ == "__main__":

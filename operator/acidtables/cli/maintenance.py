@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from acidtables.core import Catalog, ExpireReport, TableNotFoundError, VacuumReport
+from acidtables.core import Catalog, ExpireReport, FsckReport, TableNotFoundError, VacuumReport
 
 from .commands import open_table
 from .output import fields, table
@@ -153,3 +153,34 @@ def etcd_usage(catalog: Catalog) -> EtcdUsageResult:
         usage.append(TableUsage(name, keys, size))
     usage.sort(key=lambda t: (-t.bytes, t.name))
     return EtcdUsageResult(endpoints, tuple(coordinator.alarms()), tuple(usage))
+
+
+@dataclass(frozen=True)
+class FsckResult:
+    report: FsckReport
+
+    #: `acidtables fsck` exits 1 when a check failed, so scripts and probes need not parse the output
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.report.ok else 1
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.report
+        return {
+            "table": r.table,
+            "head_version": r.head_version,
+            "ok": r.ok,
+            "checks": [{"name": c.name, "ok": c.ok, "examined": c.examined, "problems": c.problems} for c in r.checks],
+        }
+
+    def to_text(self) -> str:
+        r = self.report
+        rows = [(c.name, "ok" if c.ok else "FAILED", c.examined, len(c.problems)) for c in r.checks]
+        lines = [f"{r.table} at version {r.head_version}: {'ok' if r.ok else 'PROBLEMS FOUND'}"]
+        lines.append(table(("CHECK", "RESULT", "EXAMINED", "PROBLEMS"), rows))
+        lines += [f"{c.name}: {p}" for c in r.checks for p in c.problems]
+        return "\n".join(lines)
+
+
+def fsck(catalog: Catalog, name: str) -> FsckResult:
+    return FsckResult(open_table(catalog, name, "fsck").fsck())

@@ -40,6 +40,7 @@ from acidtables.core.events import CommitEvent
 from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
 from acidtables.core.feed import ChangeFeed, KeyChange, Resync
+from acidtables.core.fsck import FsckCheck, FsckReport
 from acidtables.core.leader import Leadership, campaign
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
@@ -84,6 +85,8 @@ __all__ = [
     "ExpireReport",
     "Expr",
     "FileKind",
+    "FsckCheck",
+    "FsckReport",
     "HistoryEntry",
     "InFlight",
     "InvalidArgumentError",

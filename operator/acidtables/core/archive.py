@@ -17,7 +17,6 @@ another that covers the same versions; a version no readable segment holds is Co
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import CorruptMetadataError
-from .storage import METADATA_DIR, Storage
+from .storage import METADATA_DIR, Storage, content_checksum
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +73,6 @@ class Segment:
     times: list[tuple[int, int]]
     #: (version, path) of the checkpoints registered among them
     checkpoints: list[tuple[int, str]]
-
-
-def _checksum(content: Any) -> str:
-    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def _time_name(time_us: int | None) -> str:
@@ -139,7 +134,7 @@ class Archive:
             )
         )
         path = f"{ARCHIVE_DIR}/{name}.json"
-        document = {"checksum": _checksum(content), "segment": content}
+        document = {"checksum": content_checksum(content), "segment": content}
         self.storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
         ref = SegmentRef.parse(path)
         assert ref is not None  # we just built the name
@@ -178,7 +173,7 @@ class Archive:
             document = json.loads(self.storage.read(ref.path))
             content = document["segment"]
             problems = []
-            if document.get("checksum") != _checksum(content):
+            if document.get("checksum") != content_checksum(content):
                 problems.append("its checksum does not match its content")
             if content.get("table_id") != self.table_id:
                 problems.append(f"it belongs to table {content.get('table_id')}")
@@ -208,6 +203,26 @@ class Archive:
                 for entry in entries:
                     self._txns[str(entry.get("txn_id"))] = int(entry["version"])
         return segment
+
+    def segment_refs(self) -> list[SegmentRef]:
+        """Every segment under the archive directory now, readable or not (fsck)."""
+        self._segments(refresh=True)
+        with self._lock:
+            return list(self._refs or ())
+
+    def load(self, ref: SegmentRef) -> Segment | None:
+        """The parsed segment, or None when it does not prove itself (logged)."""
+        with self._lock:
+            self._bad.discard(ref.path)
+        return self._load(ref)
+
+    def all_checkpoints(self) -> list[tuple[int, str]]:
+        """(version, path) of every checkpoint any readable segment lists."""
+        found: set[tuple[int, str]] = set()
+        for ref in self._segments(refresh=True):
+            segment = self._load(ref)
+            found.update(segment.checkpoints if segment else ())
+        return sorted(found)
 
     def entries(self, after: int, upto: int) -> list[dict[str, Any]]:
         """The archived log entries after < version <= upto, oldest first; CorruptMetadataError naming

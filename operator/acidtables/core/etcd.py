@@ -719,6 +719,13 @@ class Coordinator:
         key = self._key(table_id, "checkpoints", _pad(version))
         self._call("a checkpoint registration", lambda c: c.put(key, path.encode()))
 
+    def checkpoints(self, table_id: str) -> list[tuple[int, str]]:
+        """Every checkpoint registered in etcd: (version, path)."""
+        values = self._paged_range(
+            "a checkpoint listing", self._key(table_id, "checkpoints", ""), self._key(table_id, "checkpoints0")
+        )
+        return [(int(m.key.decode().rsplit("/", 1)[1]), v.decode()) for v, m in values]
+
     def checkpoint_at_or_before(
         self, table_id: str, version: int, *, within: int | None = None
     ) -> tuple[int, str] | None:

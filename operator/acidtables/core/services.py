@@ -6,7 +6,6 @@ back-references). The clock and the jitter's random generator are here so tests 
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import json
@@ -27,7 +26,7 @@ from .events import CommitEvent
 from .records import CommitRecord
 from .settings import Settings
 from .snapshot import Snapshot, SnapshotBuilder
-from .storage import Storage
+from .storage import Storage, content_checksum
 from .tablelog import TableLog, archive_log
 from .waiting import SYSTEM_TIMER, Timer
 
@@ -286,7 +285,7 @@ class SnapshotCache:
             problems = []
             if document.get("version") != version or content.get("version") != version:
                 problems.append(f"it is registered as version {version} but says {document.get('version')}")
-            if document.get("checksum") != _checksum(content):
+            if document.get("checksum") != content_checksum(content):
                 problems.append("its checksum does not match its content")
             if document.get("file_count") != len(content.get("files", ())):
                 problems.append("its file count does not match its file list")
@@ -305,14 +304,8 @@ class SnapshotCache:
         document = {
             "version": snapshot.version,
             "file_count": len(content["files"]),
-            "checksum": _checksum(content),
+            "checksum": content_checksum(content),
             "snapshot": content,
         }
         storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
         self.services.coordinator.put_checkpoint(snapshot.metadata.table_id, snapshot.version, path)
-
-
-def _checksum(content: Any) -> str:
-    """SHA-256 of a checkpoint's content in one canonical JSON spelling."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
-    return hashlib.sha256(canonical).hexdigest()

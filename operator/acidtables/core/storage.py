@@ -9,6 +9,7 @@ pyarrow, so there uniqueness rests on the txn id in every name.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -44,6 +45,12 @@ WRITE_PREFIX = "_acid_write="
 #: the directory levels between data/ and a staged file's partition directories, named as Hive-style
 #: partition discovery names them: a reader that scans data/ sees them as two extra string columns
 STAGING_LEVELS = (STAGING_PREFIX.rstrip("="), WRITE_PREFIX.rstrip("="))
+
+
+def content_checksum(content: Any) -> str:
+    """SHA-256 of a JSON document's content in one canonical spelling: what checkpoints and archive
+    segments carry, so a torn or edited file is recognised instead of trusted."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def txn_of_staging_dir(name: str) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 from . import maintenance, retention
 from .durations import DurationLike, parse_duration
 from .errors import CorruptMetadataError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from .fsck import FsckReport, fsck
 from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata, to_datetime
@@ -512,3 +513,13 @@ class Table:
     @property
     def _retention_minimum(self) -> timedelta:
         return timedelta(seconds=self._services.settings.commit.retention_minimum_seconds)
+
+    @names_damage
+    def fsck(self) -> FsckReport:
+        """Check the table's invariants that need no history (dense versions, time versions and their
+        index, txn lookups, every retained file present with its size, checkpoints equal to a replay,
+        the archive, in-flight registrations). Read-only; see `acidtables fsck`."""
+        try:
+            return fsck(self._services, self.table_id, self.name, self.location)
+        except LookupError:
+            raise TableNotFoundError(f"{self.name} was dropped") from None

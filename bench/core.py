@@ -483,10 +483,7 @@ def _measure_reads(settings: Settings, versions: Sequence[int], repeats: int) ->
         # Separately, after: on a long log these make etcd read and sort every key of an index, and
         # the garbage that leaves in etcd must not slow the loads above. Time travel goes to now and
         # to the commit time of version n/2.
-        middle = {
-            n: tables[n].commits(n // 2, n // 2)[0].committed_at / 1_000_000
-            for n in versions
-        }
+        middle = {n: tables[n].commits(n // 2, n // 2)[0].committed_at / 1_000_000 for n in versions}
         for n in versions:  # the whole history once per table (issue 17: 100,000 versions return)
             add(n, "history_all", _timed(tables[n].history))
             usage = coordinator.table_usage(tables[n].table_id)

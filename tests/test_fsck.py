@@ -138,8 +138,8 @@ def test_each_kind_of_damage_is_named_by_its_check(
 
 def test_the_command_line_exits_1_on_a_finding(
     capsys: pytest.CaptureFixture[str],
-    cli_env: None,
-    catalog: Catalog,  # noqa: F811
+    cli_env: None,  # noqa: F811
+    catalog: Catalog,
 ) -> None:
     table = _busy_table(catalog, "sales.checked")
     code, out, _ = run(capsys, "--json", "fsck", "sales.checked")

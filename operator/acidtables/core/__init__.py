@@ -44,7 +44,16 @@ from acidtables.core.fsck import FsckCheck, FsckReport
 from acidtables.core.leader import Leadership, campaign
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
-from acidtables.core.records import Column, ColumnStats, CommitInfo, DataFile, FileKind, TableMetadata, to_datetime
+from acidtables.core.records import (
+    Column,
+    ColumnStats,
+    CommitInfo,
+    CommitRecord,
+    DataFile,
+    FileKind,
+    TableMetadata,
+    to_datetime,
+)
 from acidtables.core.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
@@ -70,6 +79,7 @@ __all__ = [
     "ColumnStats",
     "CommitEvent",
     "CommitInfo",
+    "CommitRecord",
     "CommitSettings",
     "CompactionGroup",
     "CompactionPlan",

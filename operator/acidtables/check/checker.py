@@ -1,0 +1,152 @@
+"""The checker: reads the history the writers wrote, the log (etcd and archive) and the files, and
+lists every anomaly (issue 10). Nothing here trusts the committer: replay and conflict rules are its
+own (acidtables.check.rules), and the log is read as data."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acidtables.core import Catalog, CommitRecord, Table
+
+from .rules import must_fail
+
+
+@dataclass
+class Verdict:
+    """What the checker found for one run."""
+
+    anomalies: list[str] = field(default_factory=list)
+    jobs: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    commits: int = 0
+
+    def add(self, problem: str) -> None:
+        self.anomalies.append(problem)
+
+
+def read_history(directory: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(txn id -> its invoke line, txn id -> its outcome line) across every writer's file."""
+    invoked: dict[str, dict[str, Any]] = {}
+    outcomes: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("writer-*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # the last line of a writer killed mid-write
+            if event.get("kind") == "invoke":
+                invoked[event["txn_id"]] = event
+            elif event.get("kind") in ("ok", "fail", "unknown"):
+                outcomes[event["txn_id"]] = event
+    return invoked, outcomes
+
+
+def _describe(record: CommitRecord) -> dict[str, Any]:
+    return {
+        "operation": record.operation.value,
+        "partitions": None if record.scope.partitions is None else [dict(p) for p in record.scope.partitions],
+        "read_files": list(record.read_files),
+        "removes": [f.path for f in record.removes],
+        "is_metadata": record.metadata is not None and record.version > 0,
+    }
+
+
+def check_table(
+    catalog: Catalog, table: Table, invoked: dict[str, Any], outcomes: dict[str, Any], verdict: Verdict
+) -> None:
+    services = catalog.services
+    entries = services.log(table.table_id, table.location).read(-1)
+    records = [services.decode_log_entry(table.location, e) for e in entries]
+    name = table.name
+    # dense versions, each txn once
+    if [r.version for r in records] != list(range(len(records))):
+        verdict.add(f"{name}: the log's versions are not 0..{len(records) - 1} in order")
+    by_txn: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        by_txn[r.txn_id].append(r.version)
+    for txn_id, versions in by_txn.items():
+        if len(versions) > 1:
+            verdict.add(f"{name}: txn {txn_id} committed {len(versions)} times, at {versions}")
+    # every acknowledged commit exactly there, every failed one absent, every unknown one resolved
+    for txn_id, call in invoked.items():
+        if call["table"] != name:
+            continue
+        outcome: dict[str, Any] = outcomes.get(txn_id) or {"kind": "unknown"}
+        kind = outcome["kind"]
+        verdict.jobs[kind] += 1
+        landed = by_txn.get(txn_id, [])
+        if kind == "ok" and not outcome.get("skipped"):
+            if landed != [outcome["version"]]:
+                verdict.add(
+                    f"{name}: txn {txn_id} was acknowledged at version {outcome['version']}, the log has {landed}"
+                )
+        elif kind == "fail" and landed:
+            verdict.add(f"{name}: txn {txn_id} failed with {outcome.get('exception')} but committed version {landed}")
+        elif kind == "unknown":
+            found = table.find_commit(txn_id)
+            if (found is None) != (not landed) or (found is not None and [found] != landed):
+                verdict.add(f"{name}: txn {txn_id}'s outcome was unknown; find_commit says {found}, the log {landed}")
+    # time versions: only data commits, strictly increasing
+    last = None
+    for r in records:
+        if r.time_version is None:
+            continue
+        if last is not None and r.time_version <= last:
+            verdict.add(f"{name}: version {r.version}'s time version is not after the previous data commit's")
+        last = r.time_version
+    # an independent serial replay: a removed file must be live, an added one new
+    live: dict[str, int] = {}
+    for r in records:
+        for f in r.removes:
+            if f.path not in live:
+                verdict.add(f"{name}: version {r.version} removes {f.path}, which was not live")
+            live.pop(f.path, None)
+        for f in r.adds:
+            if f.path in live:
+                verdict.add(f"{name}: version {r.version} adds {f.path}, which was live already")
+            live[f.path] = f.size_bytes
+    current = {p: f.size_bytes for p, f in table.snapshot().files_by_path.items()}
+    if current != live:
+        verdict.add(
+            f"{name}: the table's snapshot differs from a serial replay of its log "
+            f"({len(current)} vs {len(live)} files)"
+        )
+    storage = table.storage
+    for path, size in live.items():
+        found_size = storage.file_size(storage.relative(path))
+        if found_size != size:
+            verdict.add(f"{name}: {path} of the final table has {found_size} bytes on disk, the log says {size}")
+    # the rules, re-judged: no committed commit met a winner it must have failed against
+    policy = records[0].policy.value
+    described = [_describe(r) for r in records]
+    for r in records[1:]:
+        for winner in records[r.read_version + 1 : r.version]:
+            why = must_fail(policy, described[winner.version], described[r.version])
+            if why:
+                verdict.add(
+                    f"{name}: version {r.version} ({r.operation.display}, read version {r.read_version}) committed "
+                    f"after version {winner.version} ({winner.operation.display}): {why}"
+                )
+    verdict.commits += len(records) - 1
+    # fsck's invariants too
+    report = table.fsck()
+    for check in report.checks:
+        for problem in check.problems:
+            if check.name != "in flight":
+                verdict.add(f"{name}: fsck {check.name}: {problem}")
+
+
+def check_cleanup(table: Table, committed: set[str], verdict: Verdict) -> None:
+    """After every writer's lease has expired: cleanup(grace 0) leaves no staging directory of a
+    transaction that did not commit."""
+    table.cleanup(grace_seconds=0)
+    root = Path(table.storage.absolute("data"))
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        txn_id = entry.name.removeprefix("_acid_txn=")
+        if entry.name.startswith("_acid_txn=") and txn_id not in committed:
+            verdict.add(f"{table.name}: the staged files of dead transaction {txn_id} survived cleanup()")

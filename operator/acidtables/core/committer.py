@@ -24,6 +24,7 @@ from .errors import (
     CommitRetriesExhausted,
     ConcurrentModificationException,
     CoordinatorFull,
+    CoordinatorRefused,
     CoordinatorUnavailable,
     InvalidArgumentError,
     TableNotFoundError,
@@ -279,7 +280,7 @@ class _Committer:
                 return CasResult(True, None, self.log.read(landed - 1, landed))
             head = coordinator.read_head(self.table_id)
             return CasResult(False, head, self.log.read(base_version))
-        except CoordinatorUnavailable as exc:
+        except (CoordinatorUnavailable, CoordinatorRefused) as exc:  # no answer to the lookup: no answer at all
             raise CommitOutcomeUnknown(
                 f"the commit of {self.operation.display} on {self.meta.name} (txn {self.txn_id}) was sent "
                 f"but etcd's answer was lost and etcd stayed unreachable: it may or may not have landed. Its staged "

@@ -73,6 +73,18 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def _closed_channel(exc: BaseException) -> bool:
+    """grpc's "Cannot invoke RPC on closed channel!" (a ValueError): a client let go of while this call
+    was picking it up; the next attempt takes the new one."""
+    text = str(exc).lower()
+    return isinstance(exc, ValueError) and ("closed channel" in text or "channel closed" in text)
+
+
+#: gRPC answers that say nothing about the request itself: try again (CANCELLED: the call's channel
+#: was closed under it)
+_RETRYABLE_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+
+
 class CommitAnswerLost(AcidTablesError):
     """The commit transaction was sent and no answer came back; it may have applied."""
 
@@ -337,14 +349,18 @@ class Coordinator:
                 self._client = self._connect()
             return self._client
 
-    def _reset_client(self) -> None:
+    def _reset_client(self, *, close: bool = False) -> None:
+        """Connect afresh at the next request. The old client is closed only when the coordinator is
+        (`close`): other threads (the lease keep-alive, the event recorder, the archiver, a commit) may
+        have calls in flight on it, and closing its channel would cancel them -- a commit among them
+        would then not know whether it landed. It goes when its last caller lets go of it."""
         with self._lock:
-            if self._client is not None:
+            if self._client is not None and close:
                 try:
                     self._client.close()
                 except Exception:  # closing a broken channel can fail; we are replacing it anyway
                     logger.debug("closing the old etcd client failed", exc_info=True)
-                self._client = None
+            self._client = None
 
     def _call(self, what: str, fn: Callable[[pyetcd.MultiEndpointEtcd3Client], T]) -> T:
         """Run one idempotent request, retrying connection failures until the unavailable deadline.
@@ -365,10 +381,14 @@ class Coordinator:
                     relogged = True
                     self._reset_client()
                     continue
-                if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if code not in _RETRYABLE_CODES:
                     raise self._refused(what, exc) from exc
                 error: BaseException = exc
             except _CONNECTION_ERRORS as exc:
+                error = exc
+            except ValueError as exc:
+                if not _closed_channel(exc):
+                    raise
                 error = exc
             tls = _tls_failure(error)
             tls_failures = tls_failures + 1 if tls is not None else 0
@@ -428,7 +448,7 @@ class Coordinator:
                 self._lease.revoke()
             except Exception:  # best effort: the lease expires on its own
                 logger.debug("revoking the process lease failed", exc_info=True)
-        self._reset_client()
+        self._reset_client(close=True)
 
     def ping(self) -> None:
         self._call("a status request", lambda c: c.status())
@@ -618,8 +638,10 @@ class Coordinator:
                 success=puts,
                 failure=[ops.Get(self.head_key(table_id)), ops.Get(start, range_end=end)],
             )
-        except (grpc.RpcError, *_CONNECTION_ERRORS) as exc:
-            if _no_space(exc):  # refused before it was applied: an answer, not a lost one
+        except (grpc.RpcError, *_CONNECTION_ERRORS, ValueError) as exc:
+            if isinstance(exc, ValueError) and not _closed_channel(exc):
+                raise
+            if _no_space(exc):  # etcd may have applied it (see the committer): look it up
                 raise self._full("the commit") from exc
             self._reset_client()
             raise CommitAnswerLost(str(exc)) from exc

@@ -321,8 +321,18 @@ class Coordinator:
             parts = urlsplit(url)
             # time_retry=0: pyetcd otherwise refuses to use an endpoint for 300 s after one failure,
             # which would turn an etcd restart into minutes of errors
+            # a connection of its own per client (gRPC otherwise shares one among channels to the same
+            # target): a client replaced after a lost answer must not reuse the connection that lost it,
+            # while the old client stays open for calls other threads still have in flight on it
             members.append(
-                pyetcd.Endpoint(parts.hostname, parts.port, secure=s.secure, creds=credentials, time_retry=0.0)
+                pyetcd.Endpoint(
+                    parts.hostname,
+                    parts.port,
+                    secure=s.secure,
+                    creds=credentials,
+                    time_retry=0.0,
+                    opts=[("grpc.use_local_subchannel_pool", 1)],
+                )
             )
         try:
             client = pyetcd.MultiEndpointEtcd3Client(

@@ -472,8 +472,7 @@ class Table:
         `force=True`: a job running longer than the retention could lose the files it reads."""
         if isinstance(retain_versions, bool) or not isinstance(retain_versions, int) or retain_versions < 1:
             raise InvalidArgumentError(f"expire(): retain_versions must be an int >= 1, found {retain_versions!r}")
-        duration = parse_duration(retain_duration, argument="retain_duration", method="expire")
-        check_minimum(duration, self._retention_minimum, force=force, method="expire")
+        duration = self._retain_duration(retain_duration, force=force, method="expire")
         try:
             return retention.expire(
                 self._services,
@@ -496,8 +495,7 @@ class Table:
 
         Staged files of transactions that died are `cleanup()`'s. Under the safety minimum (168h) only
         with `force=True`."""
-        duration = parse_duration(retain_duration, argument="retain_duration", method="vacuum")
-        check_minimum(duration, self._retention_minimum, force=force, method="vacuum")
+        duration = self._retain_duration(retain_duration, force=force, method="vacuum")
         try:
             return retention.vacuum(
                 self._services,
@@ -510,9 +508,12 @@ class Table:
         except LookupError:
             raise TableNotFoundError(f"{self.name} was dropped") from None
 
-    @property
-    def _retention_minimum(self) -> timedelta:
-        return timedelta(seconds=self._services.settings.commit.retention_minimum_seconds)
+    def _retain_duration(self, value: DurationLike, *, force: bool, method: str) -> timedelta:
+        """`retain_duration` parsed, and refused under the safety minimum unless forced."""
+        duration = parse_duration(value, argument="retain_duration", method=method)
+        minimum = timedelta(seconds=self._services.settings.commit.retention_minimum_seconds)
+        check_minimum(duration, minimum, force=force, method=method)
+        return duration
 
     @names_damage
     def fsck(self) -> FsckReport:

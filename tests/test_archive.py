@@ -262,3 +262,34 @@ def test_five_thousand_commits_stay_within_the_window_and_read_back_whole(catalo
         assert old.find_commit(early.txn_id) == early.version
         retry = _append(old, "p0", ("job41", 1))
         assert retry.skipped and retry.version == early.version
+
+
+def test_a_segment_read_while_it_was_being_written_is_read_again(
+    catalog: Catalog, small_window: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by CI: a reader listing the archive while an archiver writes a segment must never take
+    the half-written file for the segment, nor remember it as unreadable for good. Segments are
+    published whole (written aside, then linked to their name), and a segment judged unreadable is
+    read again before a version is called missing."""
+    table = catalog.create_table("ns.race", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for n in range(40):
+        _append(table, f"p{n % 2}")
+    expected = table.history()
+    small_window.table("ns.race").archive()
+    (segment,) = (Path(table.location) / ARCHIVE_DIR).glob("*.json")
+    assert not list((Path(table.location) / ARCHIVE_DIR).glob(".*"))  # no temporary file left behind
+    with Catalog(catalog.settings) as cold:
+        reader = cold.table("ns.race")
+        archive = cold.services.log(reader.table_id, reader.location).archive
+        real_read = archive.storage.read
+        torn = {"left": 1}
+
+        def read_once_torn(relative: str) -> bytes:
+            if relative.endswith(segment.name) and torn["left"]:
+                torn["left"] -= 1
+                return b""  # what a reader saw of a segment being written, before publishing was atomic
+            return real_read(relative)
+
+        monkeypatch.setattr(archive.storage, "read", read_once_torn)
+        assert reader.history() == expected
+        assert torn["left"] == 0

@@ -135,7 +135,8 @@ class Archive:
         )
         path = f"{ARCHIVE_DIR}/{name}.json"
         document = {"checksum": content_checksum(content), "segment": content}
-        self.storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
+        # whole or not at all: readers list the directory while archivers write into it
+        self.storage.publish(path, json.dumps(document, separators=(",", ":")).encode())
         ref = SegmentRef.parse(path)
         assert ref is not None  # we just built the name
         with self._lock:
@@ -234,6 +235,8 @@ class Archive:
             covering = [r for r in self._segments() if r.first <= version <= r.last]
             if not covering and not refreshed:
                 refreshed = True
+                with self._lock:  # a segment judged unreadable earlier is read again (a torn one stays so)
+                    self._bad.clear()
                 self._segments(refresh=True)
                 continue
             if not covering:

@@ -259,6 +259,28 @@ class Storage:
         with self._fs.open_output_stream(self._remote(relative)) as out:
             out.write(data)
 
+    def publish(self, relative: str, data: bytes) -> None:
+        """Create a new file that readers see whole or not at all (metadata read while it is written:
+        archive segments). Locally: written under a temporary name, then hard-linked to its name, which
+        fails if the name exists (FileExistsError), so it is exclusive too. On an object store a PUT is
+        already atomic."""
+        if self._root is None:
+            self.write_exclusive(relative, data)
+            return
+        target = self._local(relative)
+        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        self.write_exclusive(str(temporary.relative_to(self._root)), data)
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: the name is unique (a random part), rename
+            if target.exists():
+                raise FileExistsError(str(target)) from None
+            os.rename(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+
     def read(self, relative: str) -> bytes:
         if self._root is not None:
             return self._local(relative).read_bytes()

@@ -22,12 +22,8 @@ NOTE = "x" * (120 << 10)  # user metadata that makes each commit's log entry 120
 
 @pytest.fixture
 def tiny_etcd(tmp_path: Path) -> Iterator[EmbeddedEtcd]:
-    server = EmbeddedEtcd(tmp_path / "etcd", quota_backend_bytes=QUOTA)
-    server.start()
-    try:
+    with EmbeddedEtcd(tmp_path / "etcd", quota_backend_bytes=QUOTA) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

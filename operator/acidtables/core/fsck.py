@@ -62,20 +62,6 @@ class FsckReport:
         return all(c.ok for c in self.checks)
 
 
-def _state_json(builder: SnapshotBuilder) -> dict[str, Any]:
-    """The replay's state in the checkpoint's spelling, without ending the builder."""
-    assert builder.metadata is not None  # version 0 (the creation) has been applied
-    return Snapshot(
-        metadata=builder.metadata,
-        version=builder.version,
-        time_version=builder.time_version,
-        committed_at=builder.committed_at,
-        protocol=builder.protocol,
-        files_by_path=dict(builder.files),
-        app_ids=dict(builder.app_ids),
-    ).to_json()
-
-
 def fsck(services: Services, table_id: str, name: str, location: str) -> FsckReport:
     coordinator = services.coordinator
     log = services.log(table_id, location)
@@ -154,7 +140,7 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
             needed.update((f.path, f.size_bytes) for f in record.adds)
         for path in wanted.get(record.version, ()):
             checkpoints.examined += 1
-            _compare_checkpoint(services, location, path, record.version, _state_json(builder), checkpoints)
+            _compare_checkpoint(services, location, path, record.version, builder.peek().to_json(), checkpoints)
 
     # files: every file a retained version reads, with its recorded size
     for path, size in sorted(needed.items()):

@@ -24,7 +24,7 @@ from .locations import check_owner
 from .records import to_datetime
 from .services import Services
 from .storage import DATA_DIR
-from .tablelog import archive_log
+from .tablelog import archive_log, oldest_registered_read
 
 logger = logging.getLogger(__name__)
 
@@ -94,15 +94,6 @@ def check_readable(coordinator: Coordinator, table_id: str, name: str, version: 
         )
 
 
-def _oldest_registered_read(coordinator: Coordinator, table_id: str) -> int | None:
-    reads = [
-        info["read_version"]
-        for info in coordinator.list_inflight(table_id).values()
-        if isinstance(info.get("read_version"), int) and not isinstance(info.get("read_version"), bool)
-    ]
-    return min(reads, default=None)
-
-
 def _update(coordinator: Coordinator, table_id: str, change: Callable[[Retention], Retention]) -> Retention:
     """Apply `change(current) -> new` to the retention record with compare-and-swap."""
     for _ in range(_ATTEMPTS):
@@ -154,7 +145,7 @@ def expire(
     # lands there, so that version is kept (the versions after it are younger than the cutoff)
     at_cutoff = log.version_at_time(cutoff)
     oldest = min(head - retain_versions + 1, at_cutoff[1] if at_cutoff else 0)
-    registered = _oldest_registered_read(coordinator, table_id)
+    registered = oldest_registered_read(coordinator, table_id)
     if registered is not None:
         oldest = min(oldest, registered)
     oldest = max(0, oldest)
@@ -203,7 +194,7 @@ def vacuum(
     log = services.log(table_id, location)
     retention, _ = read_retention(coordinator, table_id)
     floor = retention.oldest_version
-    registered = _oldest_registered_read(coordinator, table_id)
+    registered = oldest_registered_read(coordinator, table_id)
     if registered is not None:
         floor = min(floor, registered)
     cutoff = services.clock() - int(retain_duration.total_seconds() * 1_000_000)

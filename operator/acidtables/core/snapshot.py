@@ -122,6 +122,21 @@ class SnapshotBuilder:
             self.apply(record)
         return self
 
+    def peek(self) -> Snapshot:
+        """The snapshot so far, copying the file map, so the builder can go on applying (fsck compares
+        checkpoints on the way through one replay)."""
+        if self.metadata is None:
+            raise ValueError("no metadata: the log does not start with the table's creation")
+        return Snapshot(
+            metadata=self.metadata,
+            version=self.version,
+            time_version=self.time_version,
+            committed_at=self.committed_at,
+            protocol=self.protocol,
+            files_by_path=dict(self.files),
+            app_ids=dict(self.app_ids),
+        )
+
     def build(self) -> Snapshot:
         """The snapshot, handing over the builder's maps instead of copying them (a copy per commit
         would cost O(active files)); the builder cannot be used afterwards."""

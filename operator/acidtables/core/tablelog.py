@@ -115,16 +115,23 @@ class ArchiveReport:
     segments_written: int = 0
 
 
+def oldest_registered_read(coordinator: Coordinator, table_id: str) -> int | None:
+    """The oldest read version among the table's registered transactions (None: none registered): what
+    archiving leaves in etcd, and what expire and vacuum keep readable."""
+    reads = [
+        info["read_version"]
+        for info in coordinator.list_inflight(table_id).values()
+        if isinstance(info.get("read_version"), int) and not isinstance(info.get("read_version"), bool)
+    ]
+    return min(reads, default=None)
+
+
 def archivable_upto(coordinator: Coordinator, table_id: str, keep_versions: int) -> int:
     """The newest version etcd may let go of: older than the newest `keep_versions`, and older than the
     read version of every registered transaction (whose conflict check reads the log after it)."""
-    head = int(coordinator.read_head(table_id).value["version"])
-    upto = head - keep_versions
-    for info in coordinator.list_inflight(table_id).values():
-        read_version = info.get("read_version")
-        if isinstance(read_version, int) and not isinstance(read_version, bool):
-            upto = min(upto, read_version)
-    return upto
+    upto = int(coordinator.read_head(table_id).value["version"]) - keep_versions
+    registered = oldest_registered_read(coordinator, table_id)
+    return upto if registered is None else min(upto, registered)
 
 
 def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000) -> ArchiveReport:
@@ -171,4 +178,4 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
     return ArchiveReport(archived, removed, marker.upto, segments)
 
 
-__all__ = ["ArchiveMarker", "ArchiveReport", "TableLog", "archivable_upto", "archive_log"]
+__all__ = ["ArchiveMarker", "ArchiveReport", "TableLog", "archivable_upto", "archive_log", "oldest_registered_read"]

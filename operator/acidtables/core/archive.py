@@ -22,14 +22,16 @@ import logging
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import CorruptMetadataError
 from .storage import METADATA_DIR, Storage, content_checksum
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 ARCHIVE_DIR = f"{METADATA_DIR}/archive"
 FORMAT = 1
@@ -271,18 +273,8 @@ class Archive:
 
     def version_at_time(self, time_us: int) -> tuple[int, int] | None:
         """The newest archived data commit at or before `time_us`: (time version, ID version)."""
-        reaching = self._reaching(time_us=time_us)
-        candidates = [r for r in reaching if r.time_first is not None and r.time_first <= time_us]
-        candidates.sort(key=lambda r: -min(r.time_last or 0, time_us))
-        best: tuple[int, int] | None = None
-        for ref in candidates:
-            if best is not None and min(ref.time_last or 0, time_us) <= best[0]:
-                break  # no segment further down the list has anything newer at or before time_us
-            segment = self._load(ref)
-            for pair in segment.times if segment else ():
-                if pair[0] <= time_us and (best is None or pair[0] > best[0]):
-                    best = pair
-        return best
+        timed = [r for r in self._reaching(time_us=time_us) if r.time_first is not None and r.time_first <= time_us]
+        return self._newest_at_or_before(timed, time_us, lambda r: r.time_last or 0, lambda s: s.times)
 
     def versions_between_times(self, start_us: int, end_us: int) -> list[tuple[int, int]]:
         found: dict[int, tuple[int, int]] = {}
@@ -298,15 +290,27 @@ class Archive:
         return sorted(found.values())
 
     def checkpoint_at_or_before(self, version: int) -> tuple[int, str] | None:
-        candidates = [r for r in self._reaching(version=version) if r.first <= version]
-        candidates.sort(key=lambda r: -min(r.last, version))
-        best: tuple[int, str] | None = None
-        for ref in candidates:
-            if best is not None and min(ref.last, version) <= best[0]:
+        """The newest archived checkpoint at or before `version`: (version, path)."""
+        reaching = [r for r in self._reaching(version=version) if r.first <= version]
+        return self._newest_at_or_before(reaching, version, lambda r: r.last, lambda s: s.checkpoints)
+
+    def _newest_at_or_before(
+        self,
+        candidates: list[SegmentRef],
+        bound: int,
+        reach: Callable[[SegmentRef], int],
+        pairs: Callable[[Segment], list[tuple[int, T]]],
+    ) -> tuple[int, T] | None:
+        """The pair with the greatest key at or before `bound` among the candidates' `pairs`, reading
+        segments from the one that reaches furthest towards `bound` and stopping as soon as no later one
+        can hold anything newer (segments may overlap, so the first found is not always the answer)."""
+        best: tuple[int, T] | None = None
+        for ref in sorted(candidates, key=lambda r: -min(reach(r), bound)):
+            if best is not None and min(reach(ref), bound) <= best[0]:
                 break
             segment = self._load(ref)
-            for pair in segment.checkpoints if segment else ():
-                if pair[0] <= version and (best is None or pair[0] > best[0]):
+            for pair in pairs(segment) if segment else ():
+                if pair[0] <= bound and (best is None or pair[0] > best[0]):
                     best = pair
         return best
 

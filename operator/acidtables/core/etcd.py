@@ -163,6 +163,12 @@ def _time_entry(value: bytes, meta: Any) -> tuple[int, int]:
     return _integer(key.rsplit("/", 1)[1].encode(), key), _integer(value, key)
 
 
+def _checkpoint_entry(value: bytes, meta: Any) -> tuple[int, str]:
+    """A checkpoint key and value: (version, path of the checkpoint file)."""
+    key = meta.key.decode(errors="replace")
+    return _integer(key.rsplit("/", 1)[1].encode(), key), value.decode()
+
+
 def _log_entries(kvs: Any) -> list[dict[str, Any]]:
     return sorted(
         (_versioned(v, m.key.decode(errors="replace")) for v, m in kvs), key=lambda entry: int(entry["version"])
@@ -751,12 +757,12 @@ class Coordinator:
         key = self._key(table_id, "checkpoints", _pad(version))
         self._call("a checkpoint registration", lambda c: c.put(key, path.encode()))
 
-    def checkpoints(self, table_id: str) -> list[tuple[int, str]]:
-        """Every checkpoint registered in etcd: (version, path)."""
-        values = self._paged_range(
-            "a checkpoint listing", self._key(table_id, "checkpoints", ""), self._key(table_id, "checkpoints0")
-        )
-        return [(int(m.key.decode().rsplit("/", 1)[1]), v.decode()) for v, m in values]
+    def checkpoints(self, table_id: str, first: int = 0, upto: int | None = None) -> list[tuple[int, str]]:
+        """The checkpoints registered in etcd at versions first..upto (all when upto is None): (version, path)."""
+        start = self._key(table_id, "checkpoints", _pad(first))
+        end = self._key(table_id, "checkpoints0" if upto is None else f"checkpoints/{_pad(upto + 1)}")
+        values = self._paged_range("a checkpoint listing", start, end)
+        return [_checkpoint_entry(v, m) for v, m in values]
 
     def checkpoint_at_or_before(
         self, table_id: str, version: int, *, within: int | None = None
@@ -770,16 +776,12 @@ class Coordinator:
             near = self._key(table_id, "checkpoints", _pad(max(0, version - within + 1)))
             values = self._call("a checkpoint lookup", lambda c: list(c.get_range(near, end)))
             if values:
-                value, meta = values[-1]
-                return int(meta.key.decode().rsplit("/", 1)[1]), value.decode()
+                return _checkpoint_entry(*values[-1])
         start = self._key(table_id, "checkpoints", _pad(0))
         values = self._call(
             "a checkpoint lookup", lambda c: list(c.get_range(start, end, sort_order="descend", limit=1))
         )
-        if not values:
-            return None
-        value, meta = values[0]
-        return int(meta.key.decode().rsplit("/", 1)[1]), value.decode()
+        return _checkpoint_entry(*values[0]) if values else None
 
     # --- the archive marker and retention (core.tablelog, core.retention) ------------------------------
 
@@ -822,14 +824,7 @@ class Coordinator:
             )
             if pair[1] <= upto
         ]
-        checkpoints = [
-            (int(m.key.decode().rsplit("/", 1)[1]), v.decode())
-            for v, m in self._paged_range(
-                "a checkpoint listing",
-                self._key(table_id, "checkpoints", _pad(seen.upto + 1)),
-                self._key(table_id, "checkpoints", _pad(upto + 1)),
-            )
-        ]
+        checkpoints = self.checkpoints(table_id, seen.upto + 1, upto)
         return ArchiveBatch(entries, times, checkpoints)
 
     def advance_archive(self, table_id: str, seen: ArchiveMarker, marker: ArchiveMarker) -> bool:

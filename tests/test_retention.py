@@ -208,3 +208,17 @@ def test_a_process_that_saw_the_table_long_ago_starts_its_transaction_from_the_c
         assert theirs.begin("update").read_version == 0  # recently seen: no round trip
         monkeypatch.setattr("acidtables.core.etcd.KNOWN_HEAD_SECONDS", 0.0)
         assert theirs.begin("update").read_version == 1  # seen "long ago": asked again
+
+
+def test_vacuum_leaves_another_tables_files_and_foreign_files_alone(timed: Catalog, clock: Clock) -> None:
+    mine = timed.create_table("ns.mine", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    other = timed.create_table("ns.other", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    theirs = _hourly_overwrites(other, clock, 4)  # the other table's history, never expired
+    ours = _hourly_overwrites(mine, clock, 4)
+    foreign = Path(mine.location, "data", "not-ours.parquet")
+    foreign.write_bytes(b"someone else's")
+    mine.expire(retain_versions=1, retain_duration="0h", force=True)
+    deleted = mine.vacuum(retain_duration="0h", force=True).paths
+    assert sorted(deleted) == sorted(ours[:3])
+    assert all(Path(other.location, p).exists() for p in theirs)  # every file the other table wrote
+    assert Path(mine.location, ours[3]).exists() and foreign.read_bytes() == b"someone else's"

@@ -1,4 +1,5 @@
-"""Extra etcd servers for the security tests: one serving TLS, one with user/password authentication.
+"""Extra etcd servers for the security tests: serving TLS (optionally demanding client certificates), with
+user/password authentication, and with users whose roles cover one key prefix each.
 
 Certificates are made with the openssl CLI (EC keys, near-instant) and authentication is switched on
 with the `etcdctl` that ships next to the etcd binary, exactly as an operator would do it.
@@ -15,36 +16,99 @@ import pytest
 
 from acidtables.core.embedded import EmbeddedEtcd, TlsFiles, find_etcd_binary
 
+_EC_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
 
-def make_tls_files(directory: Path) -> TlsFiles:
-    """A throwaway CA and a server certificate for 127.0.0.1; skips the test without openssl."""
+
+def _openssl(directory: Path, *steps: str) -> None:
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl CLI not installed")
-    directory.mkdir(parents=True, exist_ok=True)
-    ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    steps = [
-        f"req -x509 {ec} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
-        f"req {ec} -keyout server.key -out server.csr -subj /CN=127.0.0.1",
-        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf",
-    ]
     for step in steps:
         subprocess.run([openssl, *step.split()], cwd=directory, check=True, capture_output=True, timeout=30)
-    return TlsFiles(ca_file=directory / "ca.pem", cert_file=directory / "server.pem", key_file=directory / "server.key")
 
 
-def etcdctl(server: EmbeddedEtcd, *args: str, ca_file: Path | None = None) -> str:
+def make_tls_files(directory: Path, *, client_cert_auth: bool = False) -> TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1; skips the test without openssl.
+
+    With `client_cert_auth`, etcd will demand a client certificate signed by the CA, and one is issued
+    for the health probe (CN `probe`; etcd with authentication enabled takes the CN as the user name)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    _openssl(
+        directory,
+        f"req -x509 {_EC_KEY} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
+        f"req {_EC_KEY} -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf",
+    )
+    tls = TlsFiles(ca_file=directory / "ca.pem", cert_file=directory / "server.pem", key_file=directory / "server.key")
+    if not client_cert_auth:
+        return tls
+    cert, key = issue_client_certificate(directory, "probe")
+    return TlsFiles(tls.ca_file, tls.cert_file, tls.key_file, client_cert_file=cert, client_key_file=key)
+
+
+def issue_client_certificate(ca_directory: Path, name: str) -> tuple[Path, Path]:
+    """A client certificate (extendedKeyUsage=clientAuth, CN `name`) signed by the CA `make_tls_files`
+    made in `ca_directory`: (certificate, key)."""
+    (ca_directory / f"{name}.cnf").write_text("extendedKeyUsage=clientAuth\n")
+    _openssl(
+        ca_directory,
+        f"req {_EC_KEY} -keyout {name}.key -out {name}.csr -subj /CN={name}",
+        f"x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.pem -days 1 "
+        f"-extfile {name}.cnf",
+    )
+    return ca_directory / f"{name}.pem", ca_directory / f"{name}.key"
+
+
+def etcdctl(
+    server: EmbeddedEtcd, *args: str, ca_file: Path | None = None, client_cert: tuple[Path, Path] | None = None
+) -> str:
+    """Run the etcdctl next to the etcd binary; `client_cert` (certificate, key) for an etcd that demands one."""
     binary = os.path.join(os.path.dirname(find_etcd_binary()), "etcdctl")
     tls = [f"--cacert={ca_file}"] if ca_file is not None else []
+    if client_cert is not None:
+        tls += [f"--cert={client_cert[0]}", f"--key={client_cert[1]}"]
     done = subprocess.run(
         [binary, f"--endpoints={server.endpoint}", *tls, *args], check=True, capture_output=True, text=True, timeout=30
     )
     return done.stdout
 
 
-def enable_auth(server: EmbeddedEtcd, user: str, password: str, *, ca_file: Path | None = None) -> None:
+def enable_auth(
+    server: EmbeddedEtcd,
+    user: str,
+    password: str,
+    *,
+    ca_file: Path | None = None,
+    client_cert: tuple[Path, Path] | None = None,
+) -> None:
     """Create `user` with the root role and switch authentication on."""
-    etcdctl(server, "user", "add", f"{user}:{password}", ca_file=ca_file)
-    etcdctl(server, "user", "grant-role", user, "root", ca_file=ca_file)
-    etcdctl(server, "auth", "enable", ca_file=ca_file)
+    etcdctl(server, "user", "add", f"{user}:{password}", ca_file=ca_file, client_cert=client_cert)
+    etcdctl(server, "user", "grant-role", user, "root", ca_file=ca_file, client_cert=client_cert)
+    etcdctl(server, "auth", "enable", ca_file=ca_file, client_cert=client_cert)
+
+
+def add_prefix_user(
+    server: EmbeddedEtcd,
+    user: str,
+    password: str | None,
+    prefix: str,
+    *,
+    permission: str = "readwrite",
+    client_cert: tuple[Path, Path] | None = None,
+    ca_file: Path | None = None,
+) -> None:
+    """A user whose only role (`role-<user>`) grants `permission` on the keys under `prefix`, as a tenant
+    is set up; call before `enable_auth`. Without a password the user can log in only by a client
+    certificate whose common name is `user`."""
+
+    def ctl(*args: str) -> None:
+        etcdctl(server, *args, ca_file=ca_file, client_cert=client_cert)
+
+    ctl("role", "add", f"role-{user}")
+    ctl("role", "grant-permission", "--prefix=true", f"role-{user}", permission, prefix)
+    if password is None:
+        ctl("user", "add", user, "--no-password")
+    else:
+        ctl("user", "add", f"{user}:{password}")
+    ctl("user", "grant-role", user, f"role-{user}")

@@ -24,6 +24,7 @@ from .errors import (
     CommitRetriesExhausted,
     ConcurrentModificationException,
     CoordinatorFull,
+    CoordinatorPermissionDenied,
     CoordinatorRefused,
     CoordinatorUnavailable,
     InvalidArgumentError,
@@ -131,6 +132,10 @@ class _Committer:
                 looked_up = self._after_lost_answer(full, self.base_version)
                 if looked_up.succeeded:
                     return self._finish(self._decode(looked_up.log[0]))
+                self._give_up()
+                raise
+            except CoordinatorPermissionDenied:
+                # refused before applying (the user may read the prefix but not write it): nothing landed
                 self._give_up()
                 raise
             except CommitAnswerLost as lost:

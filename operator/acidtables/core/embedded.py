@@ -45,16 +45,28 @@ _MEMBER_NAME = "acidtables"
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """PEM files for serving the client port over TLS (server authentication only).
+    """PEM files for serving the client port over TLS.
 
     ``ca_file`` is what clients, including the health probe, verify the server against; the
     server certificate must therefore name the host they connect to (usually an IP SAN for
-    127.0.0.1).  Client certificates are not requested.
+    127.0.0.1).  With a client certificate given, etcd also demands one signed by ``ca_file``
+    of every client (mutual TLS, as production etcd is often run), and the health probe
+    presents this one; without, client certificates are not requested.
     """
 
     ca_file: Path
     cert_file: Path
     key_file: Path
+    client_cert_file: Path | None = None
+    client_key_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.client_cert_file is None) != (self.client_key_file is None):
+            raise ValueError("TlsFiles needs both client_cert_file and client_key_file, or neither")
+
+    @property
+    def client_cert_auth(self) -> bool:
+        return self.client_cert_file is not None
 
 
 def find_etcd_binary() -> str:
@@ -333,14 +345,14 @@ class EmbeddedEtcd:
             "--auto-compaction-retention=5m",
         ]
         if self._tls is not None:
-            # No --trusted-ca-file: etcd 3.5 demands a client certificate whenever it is set,
-            # even with --client-cert-auth=false.  The CA is used only by clients (and by our
-            # health probe) to verify the server.
-            command += [
-                f"--cert-file={self._tls.cert_file}",
-                f"--key-file={self._tls.key_file}",
-                "--client-cert-auth=false",
-            ]
+            command += [f"--cert-file={self._tls.cert_file}", f"--key-file={self._tls.key_file}"]
+            if self._tls.client_cert_auth:
+                command += ["--client-cert-auth=true", f"--trusted-ca-file={self._tls.ca_file}"]
+            else:
+                # No --trusted-ca-file: etcd 3.5 demands a client certificate whenever it is
+                # set, even with --client-cert-auth=false.  The CA is used only by clients
+                # (and by our health probe) to verify the server.
+                command += ["--client-cert-auth=false"]
         return command
 
     @staticmethod
@@ -356,6 +368,8 @@ class EmbeddedEtcd:
         ]
         if self._tls is not None:
             context = ssl.create_default_context(cafile=str(self._tls.ca_file))
+            if self._tls.client_cert_file is not None and self._tls.client_key_file is not None:
+                context.load_cert_chain(self._tls.client_cert_file, self._tls.client_key_file)
             handlers.append(urllib.request.HTTPSHandler(context=context))
         opener = urllib.request.build_opener(*handlers)
         try:

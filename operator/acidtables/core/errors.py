@@ -25,6 +25,19 @@ class ConfigurationError(AcidTablesError):
     """Settings (ACIDTABLES_* variables or arguments) are missing or inconsistent."""
 
 
+class CoordinatorPermissionDenied(ConfigurationError):
+    """etcd knows the client (its user, or its certificate's common name) but that user's roles grant
+    no right to the request: the keys under the configured prefix, or a cluster-wide operation such as
+    defragmentation. Not an outage, so never retried; nothing was committed."""
+
+    def __init__(self, message: str, *, user: str | None, prefix: str) -> None:
+        super().__init__(message)
+        #: the etcd user refused (None: the user named by the client certificate's common name)
+        self.user = user
+        #: the key prefix the client is configured with (ACIDTABLES_ETCD_PREFIX)
+        self.prefix = prefix
+
+
 class TableNotFoundError(AcidTablesError, LookupError):
     """The catalog has no table of that name."""
 

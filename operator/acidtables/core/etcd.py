@@ -44,6 +44,7 @@ from .errors import (
     AcidTablesError,
     ConfigurationError,
     CoordinatorFull,
+    CoordinatorPermissionDenied,
     CoordinatorRefused,
     CoordinatorUnavailable,
     CorruptMetadataError,
@@ -186,6 +187,23 @@ def _no_space(exc: BaseException) -> bool:
 _TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "wrong version number")
 
 
+def _permission_denied(exc: BaseException) -> bool:
+    """etcd's refusal of a request the user's roles do not cover: PERMISSION_DENIED ("etcdserver:
+    permission denied") on keys, UNKNOWN "auth: permission denied" on maintenance calls such as defragment.
+    Checked before anything is applied, so it is a definite answer, never a lost one."""
+    if not isinstance(exc, grpc.RpcError):
+        return False
+    return exc.code() is grpc.StatusCode.PERMISSION_DENIED or "permission denied" in (exc.details() or "")
+
+
+def _client_certificate_refused(text: str) -> bool:
+    """A TLS alert from etcd about our certificate (none sent, or one it does not trust): the server
+    demands client certificates (--client-cert-auth). Not CERTIFICATE_VERIFY_FAILED, which is us
+    refusing etcd's certificate."""
+    upper = text.upper()
+    return "ALERT" in upper and ("CERTIFICATE" in upper or "UNKNOWN_CA" in upper)
+
+
 def _tls_failure(exc: BaseException) -> str | None:
     """gRPC's account of a TLS failure (a handshake with a plaintext server, an unknown CA) found in the
     error or its causes (pyetcd wraps gRPC's error in its own), or None."""
@@ -321,6 +339,7 @@ class Coordinator:
                             f"TLS for etcd at {', '.join(s.endpoints)}: {variable}={path} cannot be read "
                             f"({exc.strerror or exc})"
                         ) from None
+            self._check_tls_files()
             credentials = pyetcd.MultiEndpointEtcd3Client.get_secure_creds(s.ca_file, s.key_file, s.cert_file)
         members = []
         for url in s.endpoints if endpoints is None else endpoints:
@@ -358,6 +377,31 @@ class Coordinator:
                 raise etcd_exceptions.ConnectionFailedError() from exc
             raise ConfigurationError(f"etcd refused the credentials of ACIDTABLES_ETCD_USER: {exc.details()}") from exc
 
+    def _check_tls_files(self) -> None:
+        """Load the CA and the client certificate and key as Python's TLS does: gRPC, given files it cannot
+        use, only logs "Invalid private key" to stderr and fails every connection attempt without saying
+        which file is wrong."""
+        s = self.settings
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        try:
+            context.load_verify_locations(cafile=s.ca_file)
+        except ssl.SSLError as exc:
+            raise ConfigurationError(
+                f"TLS for etcd at {', '.join(s.endpoints)}: ACIDTABLES_ETCD_CA_FILE={s.ca_file} holds no PEM "
+                f"certificate ({exc.reason or exc})"
+            ) from None
+        if s.cert_file is None or s.key_file is None:
+            return
+        try:
+            # an encrypted key: fail (gRPC cannot use one) instead of OpenSSL prompting on the terminal
+            context.load_cert_chain(s.cert_file, s.key_file, password=lambda: b"")
+        except ssl.SSLError as exc:
+            raise ConfigurationError(
+                f"TLS for etcd at {', '.join(s.endpoints)}: ACIDTABLES_ETCD_CERT_FILE={s.cert_file} and "
+                f"ACIDTABLES_ETCD_KEY_FILE={s.key_file} are not a PEM certificate and its unencrypted private key "
+                f"({exc.reason or exc})"
+            ) from None
+
     @property
     def client(self) -> pyetcd.MultiEndpointEtcd3Client:
         with self._lock:
@@ -378,11 +422,12 @@ class Coordinator:
                     logger.debug("closing the old etcd client failed", exc_info=True)
             self._client = None
 
-    def _call(self, what: str, fn: Callable[[pyetcd.MultiEndpointEtcd3Client], T]) -> T:
+    def _call(self, what: str, fn: Callable[[pyetcd.MultiEndpointEtcd3Client], T], *, cluster_wide: bool = False) -> T:
         """Run one idempotent request, retrying connection failures until the unavailable deadline.
 
-        Anything else etcd says (a refused login, a request too large) is final and raised at once.
-        """
+        Anything else etcd says (a refused login, a request too large, no permission) is final and raised
+        at once. `cluster_wide`: the request acts beyond the prefix (compaction, alarms), so a refusal
+        says it needs the root role."""
         deadline = self.timer.now() + self.settings.unavailable_timeout_seconds
         delay = 0.05
         relogged = False
@@ -398,7 +443,7 @@ class Coordinator:
                     self._reset_client()
                     continue
                 if code not in _RETRYABLE_CODES:
-                    raise self._refused(what, exc) from exc
+                    raise self._refused(what, exc, cluster_wide=cluster_wide) from exc
                 error: BaseException = exc
             except _CONNECTION_ERRORS as exc:
                 error = exc
@@ -413,12 +458,7 @@ class Coordinator:
                 # "connection refused", not a TLS error): say why now instead of waiting out the deadline
                 raise ConfigurationError(
                     f"TLS with etcd at {', '.join(self.settings.endpoints)} failed during {what}: {tls}. "
-                    + (
-                        "The endpoints say https: is etcd serving TLS, and did ACIDTABLES_ETCD_CA_FILE sign its "
-                        "certificate?"
-                        if self.settings.secure
-                        else "The endpoints say http: does etcd expect TLS (https://)?"
-                    )
+                    + self._tls_advice(tls)
                 ) from error
             self._reset_client()
             remaining = deadline - self.timer.now()
@@ -432,6 +472,22 @@ class Coordinator:
             self.timer.sleep(min(delay, remaining))
             delay = min(delay * 2, 1.0)
 
+    def _tls_advice(self, failure: str) -> str:
+        s = self.settings
+        if not s.secure:
+            return "The endpoints say http: does etcd expect TLS (https://)?"
+        if not _client_certificate_refused(failure):
+            return "The endpoints say https: is etcd serving TLS, and did ACIDTABLES_ETCD_CA_FILE sign its certificate?"
+        if s.cert_file is None:
+            return (
+                "etcd demands a client certificate (--client-cert-auth): set ACIDTABLES_ETCD_CERT_FILE and "
+                "ACIDTABLES_ETCD_KEY_FILE to one signed by a CA etcd trusts (its --trusted-ca-file)."
+            )
+        return (
+            f"etcd refused the client certificate ACIDTABLES_ETCD_CERT_FILE={s.cert_file}: is it signed by a CA "
+            "etcd trusts (its --trusted-ca-file) and made for client authentication (extendedKeyUsage clientAuth)?"
+        )
+
     def _full(self, what: str) -> CoordinatorFull:
         return CoordinatorFull(
             f"etcd at {', '.join(self.settings.endpoints)} is full: its database reached its quota "
@@ -442,17 +498,43 @@ class Coordinator:
             "(etcdctl compact, etcdctl defrag, etcdctl alarm disarm)"
         )
 
-    def _refused(self, what: str, exc: grpc.RpcError) -> AcidTablesError:
+    def _refused(self, what: str, exc: grpc.RpcError, *, cluster_wide: bool = False) -> AcidTablesError:
         if _no_space(exc):
             return self._full(what)
         details = exc.details() or str(exc.code())
-        auth_codes = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
-        if exc.code() in auth_codes or "user name" in details or "auth" in details.lower():
+        if _permission_denied(exc):
+            return self._denied(what, details, cluster_wide=cluster_wide)
+        if exc.code() is grpc.StatusCode.UNAUTHENTICATED or "user name" in details or "auth" in details.lower():
             return ConfigurationError(
                 f"etcd refused {what}: {details}. Check ACIDTABLES_ETCD_USER and ACIDTABLES_ETCD_PASSWORD "
                 "(an etcd with authentication enabled needs both)."
             )
         return CoordinatorRefused(f"etcd refused {what}: {details}")
+
+    def _denied(self, what: str, details: str, *, cluster_wide: bool = False) -> CoordinatorPermissionDenied:
+        """Whom etcd refused and where: the user and the prefix, so an operator knows which role to fix."""
+        s = self.settings
+        if s.user is not None:
+            who = f"etcd user {s.user!r} (ACIDTABLES_ETCD_USER)"
+        elif s.cert_file is not None:
+            who = f"the etcd user named by the common name of ACIDTABLES_ETCD_CERT_FILE={s.cert_file}"
+        else:
+            who = "this client"
+        if cluster_wide:
+            advice = (
+                f"That acts on the whole etcd cluster, not only on the keys under {s.prefix}, so etcd allows it only "
+                "to a user with the root role: run it as root"
+            )
+        else:
+            advice = (
+                f"The user's roles do not cover this request on the keys under {s.prefix} (ACIDTABLES_ETCD_PREFIX); "
+                "acidtables needs readwrite on the whole prefix. Nothing was committed. Grant it (etcdctl role "
+                f"grant-permission --prefix=true ROLE readwrite {s.prefix}/) or set ACIDTABLES_ETCD_PREFIX to the "
+                "prefix the user's role covers"
+            )
+        return CoordinatorPermissionDenied(
+            f"etcd refused {what} to {who}: {details}. {advice}.", user=s.user, prefix=s.prefix
+        )
 
     def close(self) -> None:
         self.flush_events()
@@ -659,6 +741,10 @@ class Coordinator:
                 raise
             if _no_space(exc):  # etcd may have applied it (see the committer): look it up
                 raise self._full("the commit") from exc
+            if isinstance(exc, grpc.RpcError) and _permission_denied(exc):
+                # etcd checks the user's rights before applying anything: a definite refusal, not a lost
+                # answer to look up (nor a lost race to rebase and retry)
+                raise self._refused("the commit", exc) from exc
             self._reset_client()
             raise CommitAnswerLost(str(exc)) from exc
         if succeeded:
@@ -941,7 +1027,7 @@ class Coordinator:
         archiving (expire) after it frees the log itself. Returns the usage after."""
         revision = self._call("a revision read", lambda c: c.get_response(self.prefix + "/").header.revision)
         try:
-            self._call("a history compaction", lambda c: c.compact(revision, physical=True))
+            self._call("a history compaction", lambda c: c.compact(revision, physical=True), cluster_wide=True)
         except CoordinatorRefused as exc:  # already compacted at or past this revision
             if "compacted" not in str(exc):
                 raise
@@ -949,6 +1035,8 @@ class Coordinator:
             member = self._connect(endpoints=(url,))
             try:
                 member.defragment()
+            except grpc.RpcError as exc:
+                raise self._refused(f"a defragmentation of {url}", exc, cluster_wide=True) from exc
             finally:
                 member.close()
         usage = self.endpoint_usage()
@@ -956,7 +1044,7 @@ class Coordinator:
             # as `etcdctl alarm disarm` does: each raised alarm, by the member that raised it
             for alarm in self._call("an alarm listing", lambda c: list(c.list_alarms())):
                 member = int(alarm.member_id)
-                self._call("an alarm disarm", lambda c, m=member: c.disarm_alarm(member_id=m))  # type: ignore[misc]
+                self._call("an alarm disarm", lambda c, m=member: c.disarm_alarm(member_id=m), cluster_wide=True)  # type: ignore[misc]
         return usage
 
     def alarms(self) -> list[str]:

@@ -7,6 +7,7 @@ CLI all read the same names. Nothing here is ever logged whole: it holds a passw
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,6 +65,12 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _without_credentials(url: str) -> str:
+    """`url` with what lies between its scheme and its last '@' (a user and password) replaced by `***`."""
+    scheme = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", url)
+    return f"{scheme.group(0) if scheme else ''}***@{url.rsplit('@', 1)[1]}"
+
+
 @dataclass(frozen=True)
 class EtcdSettings:
     """How to reach etcd. `endpoints` are URLs: `http://host:2379`, or `https://` with TLS files."""
@@ -84,6 +91,12 @@ class EtcdSettings:
         if not self.endpoints:
             raise ConfigurationError(f"no etcd endpoints; set {ENDPOINTS}=http://host:2379")
         for url in self.endpoints:
+            if "@" in url:
+                # http://user:password@host would be echoed by every error that names the endpoint
+                raise ConfigurationError(
+                    f"etcd endpoint {_without_credentials(url)!r} carries credentials; give them as "
+                    f"ACIDTABLES_ETCD_USER and ACIDTABLES_ETCD_PASSWORD instead ({ENDPOINTS})"
+                )
             if not (url.startswith("http://") or url.startswith("https://")) or ":" not in url.split("//", 1)[1]:
                 raise ConfigurationError(
                     f"etcd endpoint {url!r} must look like http://host:2379 or https://host:2379 ({ENDPOINTS})"

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from tests.helpers.crash_writer import LEASE_TTL_SECONDS
 from tests.helpers.processes import LineReader, kill_and_reap
-from tests.helpers.proxy import HoldingProxy
 from tests.helpers.servers import enable_auth, make_tls_files
 from tests.helpers.tables import (
     CatalogSpec,
@@ -34,6 +33,7 @@ from tests.helpers.tables import (
 from tests.helpers.timers import SkippingTimer
 
 from acidtables import Catalog, CommitInfo, Table
+from acidtables.check.proxy import HoldingProxy
 from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.etcd import Coordinator
 from acidtables.core.services import Services

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from tests.helpers.proxy import HoldingProxy
 from tests.helpers.tables import etcd_client, staged_parquet
 
 from acidtables import Catalog
+from acidtables.check.proxy import HoldingProxy
 from acidtables.core import ChangeFeed, KeyChange, Resync
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.etcd import Coordinator

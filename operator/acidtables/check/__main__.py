@@ -1,12 +1,14 @@
-"""`python -m acidtables.check [--seed N] [--writers W] [--duration S] [--faults kill,pause,restart|none]
-[--policies ...] [--workdir D]`: a randomized history under faults, then the checker; exit 1 on any
-anomaly. With no options: a CI-sized run of about a minute."""
+"""`python -m acidtables.check [--seed N] [--writers W] [--duration S] [--members 1,3]
+[--faults kill,self-kill,pause,restart,leader,partition,delay|none] [--policies ...] [--workdir D]`:
+randomized histories under faults, then the checker; exit 1 on any anomaly. With no options: the
+CI-sized run, one history on a single etcd and one on a 3-member cluster, a minute of writing each."""
 
 from __future__ import annotations
 
 import argparse
 import random
 import sys
+from pathlib import Path
 
 from .runner import FAULTS, POLICIES, RunConfig, run
 
@@ -15,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m acidtables.check", description=__doc__)
     parser.add_argument("--seed", type=int, help="replay a run (printed at the start of every run)")
     parser.add_argument("--writers", type=int, default=3, help="writer processes (3)")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of writing (60)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of writing per history (60)")
+    parser.add_argument("--members", default="1,3", help="etcd members per history, comma-separated (1,3)")
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated of {', '.join(FAULTS)}, or none")
     parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated of {', '.join(POLICIES)}")
     parser.add_argument("--workdir", help="keep etcd, the warehouse and the history here")
@@ -23,14 +26,26 @@ def main(argv: list[str] | None = None) -> int:
     faults = () if args.faults == "none" else tuple(f for f in args.faults.split(",") if f)
     policies = tuple(p for p in args.policies.split(",") if p)
     unknown = [f for f in faults if f not in FAULTS] + [p for p in policies if p not in POLICIES]
-    if unknown or args.writers < 1 or args.duration <= 0:
-        parser.error(f"unknown faults or policies {unknown}, or writers < 1, or duration <= 0")
+    if unknown:
+        parser.error(f"unknown faults or policies: {', '.join(unknown)}")
+    try:
+        members = [int(m) for m in args.members.split(",") if m]
+    except ValueError:
+        parser.error(f"--members takes member counts such as 1,3; found {args.members!r}")
+    if not members or any(m not in (1, 3) for m in members):
+        parser.error(f"--members: each history runs on 1 or 3 etcd members; found {args.members!r}")
+    if args.writers < 1 or args.duration <= 0 or not policies:
+        parser.error("--writers must be at least 1, --duration above 0, and --policies must name one")
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     print(f"seed {seed}", flush=True)
-    result = run(RunConfig(seed, args.writers, args.duration, faults, policies, args.workdir))
-    print(result.summary())
-    print(f"history, faults and data under {result.workdir}")
-    return 1 if result.verdict.anomalies else 0
+    anomalies = 0
+    for count in members:
+        workdir = None if args.workdir is None else Path(args.workdir) / f"members-{count}"
+        result = run(RunConfig(seed, args.writers, args.duration, faults, policies, workdir, count))
+        print(result.summary())
+        print(f"history, faults and data under {result.workdir}", flush=True)
+        anomalies += len(result.verdict.anomalies)
+    return 1 if anomalies else 0
 
 
 if __name__ == "__main__":

@@ -44,13 +44,29 @@ def read_history(directory: Path) -> tuple[dict[str, dict[str, Any]], dict[str, 
     return invoked, outcomes
 
 
-def _describe(record: CommitRecord) -> dict[str, Any]:
+def describe(record: CommitRecord, partition_by: list[str], rlc: bool) -> dict[str, Any]:
+    """One commit as the rules read it: its log entry's JSON, so the checker shares no decoding with
+    the committer beyond what the log stores."""
+    entry = record.to_json()
+    scope = entry.get("scope") or {}
     return {
-        "operation": record.operation.value,
-        "partitions": None if record.scope.partitions is None else [dict(p) for p in record.scope.partitions],
-        "read_files": list(record.read_files),
-        "removes": [f.path for f in record.removes],
-        "is_metadata": record.metadata is not None and record.version > 0,
+        "operation": entry["operation"],
+        "partitions": scope.get("partitions"),
+        "read_files": entry.get("read_files", []),
+        "read_predicates": entry.get("read_predicates", []),
+        "reads_whole_table": entry.get("reads_whole_table", False),
+        "removes": [f["path"] for f in entry.get("removes", [])],
+        "adds": [
+            {"path": f["path"], "partition": f.get("partition", {}), "data_change": f.get("data_change", True)}
+            for f in entry.get("adds", [])
+        ],
+        "blind_append": entry.get("blind_append", False),
+        "app_ids": entry.get("app_ids", {}),
+        "isolation_level": entry.get("isolation_level"),
+        "is_metadata": bool(entry.get("metadata")) and record.version > 0,
+        "protocol": bool(entry.get("protocol")) and record.version > 0,
+        "partition_by": partition_by,
+        "rlc": rlc,
     }
 
 
@@ -89,6 +105,22 @@ def check_table(
             found = table.find_commit(txn_id)
             if (found is None) != (not landed) or (found is not None and [found] != landed):
                 verdict.add(f"{name}: txn {txn_id}'s outcome was unknown; find_commit says {found}, the log {landed}")
+    # idempotent writes: each (application id, version) at most once, and an acknowledged write that
+    # was skipped as a repeat is in the log under an earlier transaction
+    applied: dict[tuple[str, int], int] = {}
+    for r in records:
+        for app_id, app_version in r.app_ids.items():
+            earlier = applied.setdefault((app_id, app_version), r.version)
+            if earlier != r.version:
+                verdict.add(f"{name}: {app_id} version {app_version} was applied twice, at {earlier} and {r.version}")
+    for txn_id, call in invoked.items():
+        outcome = outcomes.get(txn_id) or {}
+        skipped = call["table"] == name and outcome.get("kind") == "ok" and outcome.get("skipped")
+        if skipped and "app_id" in call and (call["app_id"], call["app_version"]) not in applied:
+            verdict.add(
+                f"{name}: txn {txn_id} was skipped as a repeat of {call['app_id']} version "
+                f"{call['app_version']}, which the log never applied"
+            )
     # time versions: only data commits, strictly increasing
     last = None
     for r in records:
@@ -121,7 +153,10 @@ def check_table(
             verdict.add(f"{name}: {path} of the final table has {found_size} bytes on disk, the log says {size}")
     # the rules, re-judged: no committed commit met a winner it must have failed against
     policy = records[0].policy.value
-    described = [_describe(r) for r in records]
+    partition_by = list(table.metadata.partition_by)
+    # row-level concurrency: deletion vectors on and no partitions (conflict-rules §1.2)
+    rlc = table.metadata.row_level_concurrency and not partition_by
+    described = [describe(r, partition_by, rlc) for r in records]
     for r in records[1:]:
         for winner in records[r.read_version + 1 : r.version]:
             why = must_fail(policy, described[winner.version], described[r.version])

@@ -1,6 +1,17 @@
-"""The history runner (issue 10): writer processes run random jobs against real etcd while a nemesis
-kills writers with SIGKILL, pauses etcd with SIGSTOP and kills and restarts it; then the checker proves
-the history legal. Every run prints its seed first: `--seed` replays the same choices."""
+"""The history runner (issue 10): writer processes run random jobs against real etcd (one member,
+or a cluster of three) while a nemesis injects faults; then the checker proves the history legal.
+Every run prints its seed first: `--seed` replays the same choices.
+
+Faults (each logged with its time in faults.jsonl):
+  kill       SIGKILL of a writer process from outside, at whatever point it is
+  self-kill  writers kill themselves at chosen points: mid-staging, staged, inside commit()
+  pause      SIGSTOP of an etcd member for 0.5-3 s, then SIGCONT
+  restart    SIGKILL of an etcd member, started again on its data directory
+  leader     (cluster only) SIGKILL of the member that leads, started again 0.5-2 s later
+  partition  the proxies between writers and etcd keep every reply for 0.5-3 s, then drop the
+             connections: requests apply, their answers never arrive (ambiguous commits)
+  delay      the proxies pass replies on 0.2-1.5 s late for a few seconds (client deadlines expire)
+"""
 
 from __future__ import annotations
 
@@ -12,6 +23,7 @@ import signal
 import tempfile
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,16 +31,24 @@ from typing import Any
 from acidtables.core import Catalog, EmbeddedEtcd, EtcdSettings, Settings
 
 from .checker import Verdict, check_cleanup, check_table, read_history
+from .cluster import EtcdCluster
+from .proxy import HoldingProxy
 from .writer import run_writer
 
 #: policy name on the command line -> create_table arguments
 POLICIES: dict[str, dict[str, Any]] = {
-    "maxcompute": {"conflict_policy": "maxcompute", "primary_key": ["id"]},
-    "maxcompute-transactional": {"conflict_policy": "maxcompute-transactional"},
-    "delta-ws": {"conflict_policy": "delta", "isolation_level": "WriteSerializable"},
-    "delta-s": {"conflict_policy": "delta", "isolation_level": "Serializable"},
+    "maxcompute": {"conflict_policy": "maxcompute", "primary_key": ["id"], "partition_by": ["dt"]},
+    "maxcompute-transactional": {"conflict_policy": "maxcompute-transactional", "partition_by": ["dt"]},
+    "delta-ws": {"conflict_policy": "delta", "isolation_level": "WriteSerializable", "partition_by": ["dt"]},
+    "delta-s": {"conflict_policy": "delta", "isolation_level": "Serializable", "partition_by": ["dt"]},
+    # row-level concurrency is in effect on an unpartitioned table only (conflict-rules §1.2)
+    "delta-rlc": {"conflict_policy": "delta", "row_level_concurrency": True},
 }
-FAULTS = ("kill", "pause", "restart")
+FAULTS = ("kill", "self-kill", "pause", "restart", "leader", "partition", "delay")
+#: faults that need a cluster
+CLUSTER_FAULTS = frozenset({"leader"})
+#: share of jobs that end with a self-kill when that fault is on
+SELF_KILL_RATE = 0.02
 #: writers' lease: a killed writer's registrations are gone this long after it died
 LEASE_SECONDS = 3
 
@@ -41,6 +61,8 @@ class RunConfig:
     faults: tuple[str, ...] = FAULTS
     policies: tuple[str, ...] = tuple(POLICIES)
     workdir: Path | None = None
+    #: etcd members: 1, or 3 for a cluster whose leader the nemesis can kill
+    members: int = 1
 
 
 @dataclass
@@ -49,13 +71,15 @@ class RunResult:
     verdict: Verdict
     faults: Counter[str] = field(default_factory=Counter)
     workdir: Path | None = None
+    members: int = 1
 
     def summary(self) -> str:
         v = self.verdict
         jobs = ", ".join(f"{k} {n}" for k, n in sorted(v.jobs.items()))
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
         lines = [
-            f"seed {self.seed}: {v.commits} commits; jobs: {jobs}; faults: {faults}",
+            f"seed {self.seed} ({self.members} etcd member{'s' if self.members > 1 else ''}): {v.commits} commits; "
+            f"jobs: {jobs}; faults: {faults}",
             f"anomalies: {len(v.anomalies)}",
             *(f"  {a}" for a in v.anomalies),
         ]
@@ -65,8 +89,21 @@ class RunResult:
 class Nemesis:
     """Injects one fault at a time, at random moments, and logs each with its time."""
 
-    def __init__(self, rng: random.Random, etcd: EmbeddedEtcd, log: Path, faults: tuple[str, ...]) -> None:
-        self.rng, self.etcd, self.faults = rng, etcd, faults
+    def __init__(
+        self,
+        rng: random.Random,
+        members: list[EmbeddedEtcd],
+        cluster: EtcdCluster | None,
+        proxies: list[HoldingProxy],
+        log: Path,
+        faults: tuple[str, ...],
+    ) -> None:
+        self.rng, self.members, self.cluster, self.proxies = rng, members, cluster, proxies
+        # self-kills are the writers' own; the nemesis strikes with the rest, on a cluster mostly at
+        # its leader (what a 3-member etcd is there to test)
+        self.faults = tuple(f for f in faults if f != "self-kill")
+        if cluster is not None and "leader" in self.faults:
+            self.faults += ("leader",) * len(self.faults)
         self._log = open(log, "a", buffering=1)  # noqa: SIM115 (open for the run)
         self.counts: Counter[str] = Counter()
 
@@ -74,26 +111,68 @@ class Nemesis:
         self.counts[kind] += 1
         self._log.write(json.dumps({"time": time.time(), "fault": kind, **detail}) + "\n")
 
-    def strike(self, writers: dict[int, Any], respawn: Any) -> None:
+    def strike(self, writers: dict[int, Any]) -> None:
+        """One fault; a writer it kills is left for the runner to replace."""
+        if not self.faults:
+            return
         kind = self.rng.choice(self.faults)
         if kind == "kill" and writers:
             number = self.rng.choice(sorted(writers))
-            process = writers.pop(number)
+            process = writers[number]
             if process.pid is not None and process.is_alive():
                 os.kill(process.pid, signal.SIGKILL)
                 process.join()
                 self._say("kill", writer=number)
-            respawn()
-        elif kind == "pause" and self.etcd.pid is not None:
-            seconds = self.rng.uniform(0.5, 3.0)
-            os.kill(self.etcd.pid, signal.SIGSTOP)
-            self._say("pause", seconds=seconds)
-            time.sleep(seconds)  # the fault's length, not synchronisation
-            os.kill(self.etcd.pid, signal.SIGCONT)
+        elif kind == "pause":
+            member = self.rng.choice(self.members)
+            if member.pid is not None:
+                seconds = self.rng.uniform(0.5, 3.0)
+                os.kill(member.pid, signal.SIGSTOP)
+                self._say("pause", member=member.endpoint, seconds=round(seconds, 2))
+                time.sleep(seconds)  # the fault's length, not synchronisation
+                os.kill(member.pid, signal.SIGCONT)
         elif kind == "restart":
-            self._say("restart")
-            self.etcd.kill()
-            self.etcd.start()
+            member = self.rng.choice(self.members)
+            self._say("restart", member=member.endpoint)
+            member.kill()
+            member.start()
+        elif kind == "leader" and self.cluster is not None:
+            leader = self.cluster.leader()
+            if leader is not None:
+                seconds = self.rng.uniform(0.5, 2.0)
+                self._say("leader", member=leader.endpoint, seconds=round(seconds, 2))
+                leader.kill()
+                time.sleep(seconds)  # the fault's length: the others elect a new leader meanwhile
+                leader.start()
+        elif kind == "partition":
+            seconds = self.rng.uniform(0.5, 3.0)
+            self._say("partition", seconds=round(seconds, 2))
+            for proxy in self.proxies:
+                proxy.arm()
+            time.sleep(seconds)  # the fault's length
+            for proxy in self.proxies:
+                proxy.disarm()
+        elif kind == "delay":
+            late, seconds = self.rng.uniform(0.2, 1.5), self.rng.uniform(1.0, 4.0)
+            self._say("delay", late=round(late, 2), seconds=round(seconds, 2))
+            for proxy in self.proxies:
+                proxy.delay(late)
+            time.sleep(seconds)  # the fault's length
+            for proxy in self.proxies:
+                proxy.delay(0)
+
+
+def _self_kills(history: Path) -> Counter[str]:
+    """The writers' own kills, from their history files."""
+    counts: Counter[str] = Counter()
+    for path in history.glob("writer-*.jsonl"):
+        for line in path.read_text().splitlines():
+            if '"kind": "kill"' in line:
+                try:
+                    counts[f"self-kill {json.loads(line)['point']}"] += 1
+                except ValueError:
+                    continue  # torn last line
+    return counts
 
 
 def run(config: RunConfig) -> RunResult:
@@ -103,50 +182,72 @@ def run(config: RunConfig) -> RunResult:
     workdir.mkdir(parents=True, exist_ok=True)
     history = workdir / "history"
     history.mkdir(exist_ok=True)
-    etcd = EmbeddedEtcd(workdir / "etcd")
-    etcd.start()
-    prefix = f"/check/{config.seed}"
-    warehouse = str(workdir / "warehouse")
-    settings = Settings(
-        etcd=EtcdSettings((etcd.endpoint,), prefix=prefix, unavailable_timeout_seconds=30.0), warehouse=warehouse
-    )
-    try:
+    faults = tuple(f for f in config.faults if config.members > 1 or f not in CLUSTER_FAULTS)
+    with ExitStack() as stack:
+        cluster: EtcdCluster | None = None
+        if config.members > 1:
+            cluster = EtcdCluster(workdir / "etcd", config.members).start()
+            stack.callback(cluster.stop)
+            members = cluster.members
+        else:
+            single = EmbeddedEtcd(workdir / "etcd").start()
+            stack.callback(single.stop)
+            members = [single]
+        proxies = [stack.enter_context(HoldingProxy(m.host, m.client_port, max_connections=256)) for m in members]
+        prefix = f"/check/{config.seed}"
+        warehouse = str(workdir / "warehouse")
+        direct = tuple(m.endpoint for m in members)
+        settings = Settings(
+            etcd=EtcdSettings(direct, prefix=prefix, unavailable_timeout_seconds=30.0), warehouse=warehouse
+        )
         with Catalog(settings) as catalog:
             names = []
             for policy in config.policies:
                 name = f"check.{policy.replace('-', '_')}"
-                catalog.create_table(name, schema="id BIGINT, dt STRING", partition_by=["dt"], **POLICIES[policy])
+                catalog.create_table(name, schema="id BIGINT, dt STRING", **POLICIES[policy])
                 names.append(name)
         until = time.time() + config.duration_seconds
         context = multiprocessing.get_context("spawn")
         writers: dict[int, Any] = {}
         counter = iter(range(10**6))
+        kill_rate = SELF_KILL_RATE if "self-kill" in faults else 0.0
 
         def spawn() -> None:
             number = next(counter)
             process = context.Process(
                 target=run_writer,
                 args=(
-                    etcd.endpoint,
+                    tuple(p.endpoint for p in proxies),
                     prefix,
                     warehouse,
                     names,
                     rng.randrange(2**32),
                     str(history / f"writer-{number}.jsonl"),
                     until,
+                    kill_rate,
                 ),
                 daemon=True,
             )
             process.start()
             writers[number] = process
 
+        def replace_the_dead() -> None:
+            for number, process in list(writers.items()):
+                if not process.is_alive() and process.exitcode == -signal.SIGKILL and time.time() < until - 1:
+                    writers.pop(number)
+                    spawn()
+
         for _ in range(config.writers):
             spawn()
-        nemesis = Nemesis(rng, etcd, workdir / "faults.jsonl", config.faults)
+        nemesis = Nemesis(rng, members, cluster, proxies, workdir / "faults.jsonl", faults)
         while time.time() < until - 2:
-            time.sleep(rng.uniform(1.0, 4.0))  # the gap between faults, not synchronisation
-            if config.faults and time.time() < until - 2:
-                nemesis.strike(writers, spawn)
+            next_fault = time.time() + rng.uniform(1.0, 4.0)
+            while time.time() < min(next_fault, until - 2):
+                replace_the_dead()
+                time.sleep(0.2)  # a polling interval for dead writers, not synchronisation
+            if time.time() < until - 2:
+                nemesis.strike(writers)
+                replace_the_dead()
         for process in writers.values():
             process.join(timeout=config.duration_seconds + 60)
             if process.is_alive():
@@ -160,6 +261,5 @@ def run(config: RunConfig) -> RunResult:
                 check_table(catalog, table, invoked, outcomes, verdict)
                 committed = {r.txn_id for r in table.commits(0)}
                 check_cleanup(table, committed, verdict)
-        return RunResult(config.seed, verdict, nemesis.counts, workdir)
-    finally:
-        etcd.stop()
+        counts = nemesis.counts + _self_kills(history)
+        return RunResult(config.seed, verdict, counts, workdir, config.members)

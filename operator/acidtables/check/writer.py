@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,16 +34,28 @@ from acidtables.core import (
 )
 
 PARTITIONS = ("a", "b", "c")
-#: operations a writer picks from, with weights (appends most, as in real pipelines)
-OPERATIONS = (
-    ("insert_into", 6),
+#: job kinds a writer picks from, with weights (appends most, as in real pipelines). insert_select is
+#: an INSERT that reads the table first (Delta's INS-R); app_insert an idempotent append carrying the
+#: writer's application id (D-27).
+JOBS = (
+    ("insert_into", 5),
+    ("insert_select", 1),
+    ("app_insert", 2),
     ("insert_overwrite", 2),
     ("truncate", 1),
     ("update", 2),
     ("delete", 2),
+    ("merge", 2),
     ("minor_compact", 2),
     ("major_compact", 1),
+    ("cluster", 1),
+    ("alter", 1),
 )
+#: where a writer may kill itself with SIGKILL: in the middle of staging (no invoke line yet), staged
+#: but not yet committing, and inside commit() (a timer fires while the commit's requests are out)
+KILL_POINTS = ("staging", "staged", "commit")
+#: seconds into commit() at which the "commit" kill point fires: a commit takes a few milliseconds
+COMMIT_KILL_WINDOW_SECONDS = 0.02
 
 
 class History:
@@ -61,89 +76,148 @@ def _parquet(rows: list[int]) -> bytes:
     return sink.getvalue()
 
 
-def _stage(tx: Transaction, partition: str, rows: list[int], name: str) -> DataFile:
-    relative = f"{tx.storage.relative(tx.staging_dir)}/dt={partition}/{name}.parquet"
-    payload = _parquet(rows)
-    tx.storage.write_exclusive(relative, payload)
-    low, high = (min(rows), max(rows)) if rows else (0, 0)
-    return DataFile(relative, {"dt": partition}, rows=len(rows), size_bytes=len(payload), extra={"ids": [low, high]})
+class Writer:
+    """One writer process's state: its random choices, its history and its application id's next
+    version (advanced only by an acknowledged write, so a write whose outcome was unknown is retried
+    with the same version and must land at most once)."""
 
+    def __init__(self, rng: random.Random, log: History, seed: int, kill_rate: float) -> None:
+        self.rng, self.log, self.kill_rate = rng, log, kill_rate
+        self.app_id = f"check-writer-{seed}"
+        self.app_version = 1
+        self.kill_point = ""
 
-def _job(table: Table, operation: str, partition: str, rng: random.Random, n: int) -> Transaction | None:
-    """Begin a job, stage its files; None when there is nothing to do (an empty partition to rewrite)."""
-    tx = table.begin(operation)
-    where = f"dt = '{partition}'"
-    rows = [rng.randrange(1_000_000) for _ in range(rng.randrange(1, 4))]
-    if operation == "insert_into":
-        tx.add_files([_stage(tx, partition, rows, f"ins-{n}")])
-    elif operation == "insert_overwrite":
-        tx.remove_files(tx.scan(where))
-        tx.add_files([_stage(tx, partition, rows, f"ovw-{n}")])
-        tx.set_scope([{"dt": partition}])
-    elif operation == "truncate":
-        tx.remove_files(tx.scan(None))
-        tx.set_scope(None)
-    elif operation in ("update", "delete"):
-        files = tx.scan(where)
-        if not files:
-            tx.abort()
-            return None
-        victim = rng.choice(files)
-        tx.remove_files([victim])
-        kept = max(0, victim.rows - 1) + (1 if operation == "update" else 0)
-        if kept:
-            tx.add_files([_stage(tx, partition, rows[:1] * kept, f"{operation[:3]}-{n}")])
-        tx.set_scope([{"dt": partition}])
-    else:  # minor_compact, major_compact: every file of the partition into one
-        files = tx.scan(where)
-        if len(files) < 2:
-            tx.abort()
-            return None
-        tx.remove_files(files)
-        total = sum(f.rows for f in files)
-        output = _stage(tx, partition, list(range(total)), f"cmp-{n}")
-        tx.add_files([replace(output, lineage=tuple(f.path for f in files))])
-        tx.set_scope([{"dt": partition}])
-    return tx
+    def maybe_die(self, point: str) -> None:
+        """SIGKILL this process at `point` if the dice chose it for this job."""
+        if self.kill_point == point:
+            self.log.write(kind="kill", point=point)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def stage(self, tx: Transaction, partition: str | None, rows: list[int], name: str) -> DataFile:
+        directory = tx.storage.relative(tx.staging_dir) + ("" if partition is None else f"/dt={partition}")
+        payload = _parquet(rows)
+        tx.storage.write_exclusive(f"{directory}/{name}.parquet", payload)
+        self.maybe_die("staging")
+        low, high = (min(rows), max(rows)) if rows else (0, 0)
+        values = {} if partition is None else {"dt": partition}
+        return DataFile(
+            f"{directory}/{name}.parquet", values, rows=len(rows), size_bytes=len(payload), extra={"ids": [low, high]}
+        )
+
+    def job(self, table: Table, kind: str, partition: str, n: int) -> Transaction | None:
+        """Begin a job and stage its files; None when there is nothing to do (an empty partition to
+        rewrite). On an unpartitioned table every job is about the whole table."""
+        partitioned = bool(table.metadata.partition_by)
+        part = partition if partitioned else None
+        where = f"dt = '{partition}'" if partitioned else None
+        scope = [{"dt": partition}] if partitioned else None
+        operation = {"insert_select": "insert_into", "app_insert": "insert_into"}.get(kind, kind)
+        tx = table.begin(operation)
+        rows = [self.rng.randrange(1_000_000) for _ in range(self.rng.randrange(1, 4))]
+        if kind in ("insert_into", "insert_select", "app_insert"):
+            if kind == "insert_select":
+                tx.scan(where)  # INSERT ... SELECT from the table itself: not a blind append
+            if kind == "app_insert":
+                tx.set_app_transaction(self.app_id, self.app_version)
+            tx.add_files([self.stage(tx, part, rows, f"ins-{n}")])
+        elif kind == "insert_overwrite":
+            tx.remove_files(tx.scan(where))
+            tx.add_files([self.stage(tx, part, rows, f"ovw-{n}")])
+            if partitioned:
+                tx.set_scope(scope)
+        elif kind == "truncate":
+            tx.remove_files(tx.scan(None))
+            tx.set_scope(None)
+        elif kind == "alter":
+            tx.update_metadata(properties={"check.alter": str(n)})
+        elif kind in ("update", "delete", "merge"):
+            files = tx.scan(where)
+            if not files:
+                tx.abort()
+                return None
+            victim = self.rng.choice(files)
+            tx.remove_files([victim])
+            kept = max(0, victim.rows - 1) + (1 if kind == "update" else 0) + (len(rows) if kind == "merge" else 0)
+            if kept:
+                tx.add_files([self.stage(tx, part, rows[:1] * kept, f"{kind[:3]}-{n}")])
+            if partitioned:
+                tx.set_scope(scope)
+        else:  # minor_compact, major_compact, cluster: every file of the partition into one
+            files = tx.scan(where)
+            if len(files) < 2:
+                tx.abort()
+                return None
+            tx.remove_files(files)
+            total = sum(f.rows for f in files)
+            output = self.stage(tx, part, list(range(total)), f"cmp-{n}")
+            tx.add_files([replace(output, lineage=tuple(f.path for f in files))])
+            if partitioned:
+                tx.set_scope(scope)
+        return tx
+
+    def commit(self, tx: Transaction) -> Any:
+        if self.kill_point != "commit":
+            return tx.commit()
+        timer = threading.Timer(self.rng.uniform(0, COMMIT_KILL_WINDOW_SECONDS), self.maybe_die, ("commit",))
+        timer.start()
+        try:
+            return tx.commit()
+        finally:
+            timer.cancel()
 
 
 def run_writer(
-    endpoint: str, prefix: str, warehouse: str, tables: list[str], seed: int, history: str, until: float
+    endpoints: tuple[str, ...],
+    prefix: str,
+    warehouse: str,
+    tables: list[str],
+    seed: int,
+    history: str,
+    until: float,
+    kill_rate: float = 0.0,
 ) -> None:
-    """Entry point of one writer process: random jobs until `until` (time.time())."""
+    """Entry point of one writer process: random jobs until `until` (time.time()); with `kill_rate`,
+    that share of jobs ends with this process killing itself at one of KILL_POINTS."""
+    # the core's warnings (an expired lease, a reconnect) go beside the history, not to the terminal
+    logging.basicConfig(filename=Path(history).with_suffix(".log"), level=logging.INFO, force=True)
     rng = random.Random(seed)
-    log = History(Path(history))
+    writer = Writer(rng, History(Path(history)), seed, kill_rate)
+    log = writer.log
     commit = CommitSettings(lease_ttl_seconds=3, register_after_seconds=0.2)
     settings = Settings(
-        etcd=EtcdSettings((endpoint,), prefix=prefix, unavailable_timeout_seconds=8.0),
+        etcd=EtcdSettings(endpoints, prefix=prefix, unavailable_timeout_seconds=8.0),
         warehouse=warehouse,
         commit=commit,
     )
-    names = [op for op, weight in OPERATIONS for _ in range(weight)]
+    kinds = [kind for kind, weight in JOBS for _ in range(weight)]
     with Catalog(settings) as catalog:
         handles = {name: catalog.table(name) for name in tables}
         n = 0
         while time.time() < until:
             n += 1
-            name, operation, partition = rng.choice(tables), rng.choice(names), rng.choice(PARTITIONS)
+            name, kind, partition = rng.choice(tables), rng.choice(kinds), rng.choice(PARTITIONS)
+            writer.kill_point = rng.choice(KILL_POINTS) if rng.random() < kill_rate else ""
+            app = {"app_id": writer.app_id, "app_version": writer.app_version} if kind == "app_insert" else {}
             try:
-                tx = _job(handles[name], operation, partition, rng, n)
+                tx = writer.job(handles[name], kind, partition, n)
             except AcidTablesError as exc:  # etcd away while beginning: nothing was sent
-                log.write(kind="skipped", table=name, operation=operation, error=type(exc).__name__)
-                time.sleep(0.1)
+                log.write(kind="skipped", table=name, operation=kind, error=type(exc).__name__)
+                time.sleep(0.1)  # a pause before the next job, not synchronisation
                 continue
             if tx is None:
                 continue
             log.write(
                 kind="invoke",
                 table=name,
-                operation=operation,
+                operation=kind,
                 partition=partition,
                 txn_id=tx.txn_id,
                 read_version=tx.read_version,
+                **app,
             )
+            writer.maybe_die("staged")
             try:
-                info = tx.commit()
+                info = writer.commit(tx)
             except ConcurrentModificationException as exc:
                 log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__)
             except CoordinatorUnavailable as exc:
@@ -153,3 +227,5 @@ def run_writer(
                 log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__, message=str(exc)[:300])
             else:
                 log.write(kind="ok", txn_id=tx.txn_id, version=info.version, skipped=info.skipped)
+                if app:
+                    writer.app_version += 1

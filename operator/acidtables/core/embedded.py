@@ -145,7 +145,11 @@ class EmbeddedEtcd:
         tls: TlsFiles | None = None,
         log_path: Path | None = None,
         quota_backend_bytes: int = _QUOTA_BACKEND_BYTES,
+        name: str = _MEMBER_NAME,
+        initial_cluster: str | None = None,
     ) -> None:
+        """`name` and `initial_cluster` (etcd's `name=peer-url,...`) make this one member of a
+        cluster on loopback (the history checker's 3-member etcd); by default it is a cluster of one."""
         if client_port is not None and client_port == peer_port:
             raise ValueError(f"client_port and peer_port must differ, both are {client_port}")
         self._data_dir = Path(data_dir)
@@ -160,6 +164,8 @@ class EmbeddedEtcd:
         self._binary = binary if binary is not None else find_etcd_binary()
         self._tls = tls
         self._quota_backend_bytes = quota_backend_bytes
+        self._name = name
+        self._initial_cluster = initial_cluster
         self._log_path = Path(log_path) if log_path is not None else self._data_dir / "etcd.log"
         # etcd splits --log-outputs on commas, so such a path would silently log elsewhere.
         if "," in str(self._log_path):
@@ -186,6 +192,10 @@ class EmbeddedEtcd:
     @property
     def peer_port(self) -> int:
         return self._peer_port
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://{_url_host(self._host)}:{self._peer_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -322,16 +332,16 @@ class EmbeddedEtcd:
 
     def _command(self) -> list[str]:
         client_url = self.endpoint
-        peer_url = f"http://{_url_host(self._host)}:{self._peer_port}"
+        peer_url = self.peer_url
         command = [
             self._binary,
-            f"--name={_MEMBER_NAME}",
+            f"--name={self._name}",
             f"--data-dir={self._data_dir}",
             f"--listen-client-urls={client_url}",
             f"--advertise-client-urls={client_url}",
             f"--listen-peer-urls={peer_url}",
             f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster={_MEMBER_NAME}={peer_url}",
+            f"--initial-cluster={self._initial_cluster or f'{self._name}={peer_url}'}",
             # "new" is also right on restart: etcd ignores the initial-cluster flags once the
             # data dir holds a member.
             "--initial-cluster-state=new",

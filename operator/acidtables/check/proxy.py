@@ -1,14 +1,13 @@
-"""A loopback TCP proxy that can hold back what the server sends, to lose etcd's answers on purpose.
+"""A loopback TCP proxy that can hold back or delay what the server sends, to lose etcd's answers on
+purpose.
 
-The failure tests put it between a Catalog and etcd. Armed, it still forwards every request to etcd but
-keeps etcd's replies (and the handshake of any new connection) to itself, so a commit applies in etcd
-while its client hears nothing: the lost-answer case of conflict-rules D-30. Disarming drops every
-connection open at that moment, as a network that comes back after a partition does, and new
-connections pass freely again.
-
-Everything is bounded: at most `max_connections` connections, `max_held_bytes` held per connection
-(beyond that the connection is dropped), one thread per connection polling with a short timeout, and
-`close()` (or leaving the `with` block) stops and joins every thread.
+The failure tests and the history runner's nemesis put it between clients and etcd. Armed, it still
+forwards every request to etcd but keeps etcd's replies (and the handshake of any new connection) to
+itself, so a commit applies in etcd while its client hears nothing: the lost-answer case of
+conflict-rules D-30. Disarming drops every connection open at that moment, as a network that comes
+back after a partition does, and new connections pass freely again. Delayed (`delay(seconds)`), it
+passes every reply on that much later: a slow network, under which clients time out while their
+requests still apply.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from types import TracebackType
 
 _POLL_SECONDS = 0.05
@@ -49,6 +49,7 @@ class HoldingProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._armed = threading.Event()
+        self._delay_seconds = 0.0
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._connections: list[_Connection] = []
@@ -77,6 +78,10 @@ class HoldingProxy:
     def arm(self) -> None:
         """From now on, keep what the server sends instead of passing it on."""
         self._armed.set()
+
+    def delay(self, seconds: float) -> None:
+        """From now on, pass each reply on `seconds` late (0: at once again)."""
+        self._delay_seconds = seconds
 
     def disarm(self) -> None:
         """Drop every open connection (and what it held back), then pass traffic freely again."""
@@ -160,6 +165,8 @@ class HoldingProxy:
                         if len(connection.held) > self._max_held_bytes:
                             return
                     else:
+                        if self._delay_seconds:
+                            time.sleep(self._delay_seconds)  # the fault itself: a slow reply
                         client.sendall(data)
         except (OSError, ValueError):
             return  # closed under us by disarm()/close(), or reset by a peer

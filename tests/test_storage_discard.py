@@ -3,6 +3,7 @@ outside that transaction's staging directory, whatever it is given."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,24 @@ def test_the_location_itself_is_never_deleted(storage: Storage, spelling: str) -
     with pytest.raises(OSError, match="not inside"):
         storage.delete(spelling)
     assert surviving(storage) == before
+
+
+def test_a_listing_skips_an_entry_deleted_between_the_listing_and_its_stat(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cleanup() lists staging directories while transactions beside it end and delete theirs: an entry
+    gone before its stat is simply not there (CI once saw FileNotFoundError escape the listing)."""
+    real_scandir = os.scandir
+
+    def scandir_then_delete(path: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+        entries = list(real_scandir(path))
+        # the other transaction ends meanwhile and deletes its directory
+        os.remove(storage.absolute("data/_acid_txn=other/_acid_write=0000/part-0.parquet"))
+        os.rmdir(storage.absolute("data/_acid_txn=other/_acid_write=0000"))
+        os.rmdir(storage.absolute("data/_acid_txn=other"))
+        return entries
+
+    monkeypatch.setattr(os, "scandir", scandir_then_delete)
+    listed = {f.path for f in storage.list_dir("data")}
+
+    assert listed == {"data/_acid_txn=mine", "data/_acid_txn=mine-too", "data/dt=a"}

@@ -397,8 +397,15 @@ class Storage:
             if not base.is_dir():
                 return []
             out = []
-            for entry in os.scandir(base):
-                found = entry.stat()
+            try:
+                entries = list(os.scandir(base))
+            except FileNotFoundError:
+                return []  # removed since is_dir(): a transaction that ended meanwhile
+            for entry in entries:
+                try:
+                    found = entry.stat()
+                except FileNotFoundError:
+                    continue  # deleted between the listing and its stat (cleanup or an abort beside us)
                 out.append(FileInfo(f"{relative}/{entry.name}", found.st_size, found.st_mtime))
             return out
         from pyarrow import fs as pafs

@@ -36,12 +36,15 @@ from acidtables.core import (
 PARTITIONS = ("a", "b", "c")
 #: job kinds a writer picks from, with weights (appends most, as in real pipelines). insert_select is
 #: an INSERT that reads the table first (Delta's INS-R); app_insert an idempotent append carrying the
-#: writer's application id (D-27).
+#: writer's application id (D-27); insert_overwrite a static overwrite of one partition,
+#: overwrite_dynamic one of the partitions the new rows land in, overwrite_table of the whole table.
 JOBS = (
     ("insert_into", 5),
     ("insert_select", 1),
     ("app_insert", 2),
     ("insert_overwrite", 2),
+    ("overwrite_dynamic", 1),
+    ("overwrite_table", 1),
     ("truncate", 1),
     ("update", 2),
     ("delete", 2),
@@ -111,7 +114,12 @@ class Writer:
         part = partition if partitioned else None
         where = f"dt = '{partition}'" if partitioned else None
         scope = [{"dt": partition}] if partitioned else None
-        operation = {"insert_select": "insert_into", "app_insert": "insert_into"}.get(kind, kind)
+        operation = {
+            "insert_select": "insert_into",
+            "app_insert": "insert_into",
+            "overwrite_dynamic": "insert_overwrite",
+            "overwrite_table": "insert_overwrite",
+        }.get(kind, kind)
         tx = table.begin(operation)
         rows = [self.rng.randrange(1_000_000) for _ in range(self.rng.randrange(1, 4))]
         if kind in ("insert_into", "insert_select", "app_insert"):
@@ -125,6 +133,16 @@ class Writer:
             tx.add_files([self.stage(tx, part, rows, f"ovw-{n}")])
             if partitioned:
                 tx.set_scope(scope)
+        elif kind == "overwrite_dynamic" and partitioned:
+            landed = sorted({partition, self.rng.choice(PARTITIONS)})
+            for value in landed:
+                tx.remove_files(tx.scan(f"dt = '{value}'"))
+                tx.add_files([self.stage(tx, value, rows, f"dyn-{n}-{value}")])
+            tx.set_scope([{"dt": value} for value in landed])
+        elif kind in ("overwrite_table", "overwrite_dynamic"):  # dynamic on an unpartitioned table: all of it
+            tx.remove_files(tx.scan(None))
+            tx.add_files([self.stage(tx, part, rows, f"all-{n}")])
+            tx.set_scope(None)
         elif kind == "truncate":
             tx.remove_files(tx.scan(None))
             tx.set_scope(None)

@@ -13,23 +13,24 @@ import pytest
 from tests.jobs import stage
 
 from acidtables import Catalog
+from acidtables.core import etcd_txn
 from acidtables.core.errors import CommitOutcomeUnknown, CoordinatorRefused
 
 
-def _once(monkeypatch: pytest.MonkeyPatch, name: str, error: Exception, *, after: bool) -> list[int]:
-    """Make the next call of MultiEndpointEtcd3Client.<name> raise `error`, before or after it ran."""
-    original = getattr(pyetcd.MultiEndpointEtcd3Client, name)
+def _once(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, error: Exception, *, after: bool) -> list[int]:
+    """Make the next call of <owner>.<name> raise `error`, before or after it ran."""
+    original = getattr(owner, name)
     calls: list[int] = []
 
-    def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def failing(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
             if after:
-                original(self, *args, **kwargs)
+                original(*args, **kwargs)
             raise error
-        return original(self, *args, **kwargs)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(pyetcd.MultiEndpointEtcd3Client, name, failing)
+    monkeypatch.setattr(owner, name, failing)
     return calls
 
 
@@ -39,15 +40,22 @@ def test_a_commit_whose_answer_died_with_its_channel_is_found_landed(
     table = catalog.create_table("ns.t", schema="id BIGINT, dt STRING", partition_by=["dt"])
     tx = table.begin("insert_into")
     tx.add_files([stage(tx, "a")])
-    _once(monkeypatch, "transaction", ValueError("Cannot invoke RPC: Channel closed!"), after=True)
+    calls = _once(monkeypatch, etcd_txn, "send", ValueError("Cannot invoke RPC: Channel closed!"), after=True)
     info = tx.commit()
+    assert len(calls) == 1  # the commit's one transaction, whose answer died
     assert info.version == 1 and table.find_commit(tx.txn_id) == 1
     assert [h.version for h in table.history()] == [1, 0]
 
 
 def test_requests_retry_a_closed_channel(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     table = catalog.create_table("ns.r", schema="id BIGINT")
-    calls = _once(monkeypatch, "get", ValueError("Cannot invoke RPC on closed channel!"), after=False)
+    calls = _once(
+        monkeypatch,
+        pyetcd.MultiEndpointEtcd3Client,
+        "get",
+        ValueError("Cannot invoke RPC on closed channel!"),
+        after=False,
+    )
     assert table.version == 0 and len(calls) == 2
 
 
@@ -55,7 +63,7 @@ def test_a_lookup_that_is_refused_makes_the_outcome_unknown(catalog: Catalog, mo
     table = catalog.create_table("ns.u", schema="id BIGINT, dt STRING", partition_by=["dt"])
     tx = table.begin("insert_into")
     tx.add_files([stage(tx, "a")])
-    _once(monkeypatch, "transaction", ValueError("Cannot invoke RPC: Channel closed!"), after=False)
+    _once(monkeypatch, etcd_txn, "send", ValueError("Cannot invoke RPC: Channel closed!"), after=False)
     monkeypatch.setattr(
         "acidtables.core.tablelog.TableLog.find_txn",
         lambda self, txn_id: (_ for _ in ()).throw(CoordinatorRefused("etcd refused a transaction lookup")),

@@ -40,6 +40,7 @@ from pyetcd import utils as etcd_utils
 from pyetcd.client import KVMetadata
 from pyetcd.events import DeleteEvent
 
+from . import etcd_txn
 from .errors import (
     AcidTablesError,
     ConfigurationError,
@@ -311,6 +312,8 @@ class Coordinator:
         #: newer. Only for KNOWN_HEAD_SECONDS: a process that last saw a table long ago asks again, so a
         #: transaction never starts from a snapshot whose files retention may have let vacuum delete
         self._heads: dict[str, tuple[HeadState, float]] = {}
+        #: each table's commit transaction parts, made at its first commit through this coordinator
+        self._prepared: dict[str, etcd_txn.CommitRequests] = {}
         #: events waiting to be recorded by the recorder thread (off the commit path)
         self._events: list[tuple[str, dict[str, Any], int]] = []
         self._events_ready = threading.Condition(self._lock)
@@ -720,22 +723,18 @@ class Coordinator:
         """The commit point: if the head is unchanged, write log/<version>, the head, the txn index and
         the time index in one etcd transaction. Raises CommitAnswerLost when the answer did not come."""
         client = self.client
-        puts = [
-            ops.Put(self.log_key(table_id, version), entry),
-            ops.Put(self.head_key(table_id), _dumps(head)),
-            ops.Put(self._key(table_id, "txns", txn_id), str(version).encode()),
-            # the transaction is no longer in flight the moment it commits: same round trip
-            ops.Delete(self._key(table_id, "inflight", txn_id)),
-        ]
-        if time_version is not None:
-            puts.append(ops.Put(self._key(table_id, "times", _pad(time_version)), str(version).encode()))
-        start, end = self._log_range(table_id, read_after, read_after + LOG_ENTRIES_IN_A_TXN)
+        request = self._commit_requests(table_id).build(
+            expected_head_revision=expected_head_revision,
+            read_after=read_after,
+            window=LOG_ENTRIES_IN_A_TXN,
+            version=version,
+            entry=entry,
+            head=_dumps(head),
+            txn_id=txn_id,
+            time_version=time_version,
+        )
         try:
-            succeeded, responses = client.transaction(
-                compare=[client.transactions.mod(self.head_key(table_id)) == expected_head_revision],
-                success=puts,
-                failure=[ops.Get(self.head_key(table_id)), ops.Get(start, range_end=end)],
-            )
+            response = etcd_txn.send(client, request)
         except (grpc.RpcError, *_CONNECTION_ERRORS, ValueError) as exc:
             if isinstance(exc, ValueError) and not _closed_channel(exc):
                 raise
@@ -747,11 +746,16 @@ class Coordinator:
                 raise self._refused("the commit", exc) from exc
             self._reset_client()
             raise CommitAnswerLost(str(exc)) from exc
-        if succeeded:
-            revision = responses[0].response_put.header.revision
-            return CasResult(True, self._remember(table_id, HeadState(head, revision)), [])
-        head_kvs, log_kvs = responses
+        if response.succeeded:
+            return CasResult(True, self._remember(table_id, HeadState(head, response.header.revision)), [])
+        head_kvs, log_kvs = etcd_txn.range_kvs(response, 0), etcd_txn.range_kvs(response, 1)
         return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
+
+    def _commit_requests(self, table_id: str) -> etcd_txn.CommitRequests:
+        prepared = self._prepared.get(table_id)
+        if prepared is None:
+            prepared = self._prepared[table_id] = etcd_txn.CommitRequests(self.table_prefix(table_id))
+        return prepared
 
     def _rebase_state(self, table_id: str, after: int, head_kvs: Any, log_kvs: Any) -> CasResult:
         """The head and every log entry after `after` up to it: the first LOG_ENTRIES_IN_A_TXN came

@@ -1,0 +1,89 @@
+"""The commit point's etcd transaction, built from parts prepared once per table (issue 17).
+
+Every commit of a table sends the same shape: compare the head's mod revision; on success put the log
+entry, the head, the txn index (and the time index) and delete the in-flight key; on failure read the
+head and the next log entries. The keys' bytes and the failure branch's head read are made once per
+table here, and the protobuf request is assembled directly, instead of through pyetcd's op objects,
+which convert every key and value again on every call (21.5 µs against 12 µs per request, measured).
+
+The request goes out through pyetcd's own error handling, so an unreachable member is marked failed
+and the next call fails over to another, exactly as for every other request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyetcd
+import pyetcd.etcdrpc as etcdrpc
+from pyetcd.client import KVMetadata
+
+_EQUAL, _MOD = etcdrpc.Compare.EQUAL, etcdrpc.Compare.MOD
+
+
+def _pad(number: int) -> bytes:
+    return b"%020d" % number
+
+
+class CommitRequests:
+    """One table's prepared parts; `build` fills in what changes per commit."""
+
+    def __init__(self, table_prefix: str) -> None:
+        prefix = table_prefix.encode()
+        self.head_key = prefix + b"head"
+        self._log = prefix + b"log/"
+        self._txns = prefix + b"txns/"
+        self._inflight = prefix + b"inflight/"
+        self._times = prefix + b"times/"
+        self._read_head = etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self.head_key))
+
+    def build(
+        self,
+        *,
+        expected_head_revision: int,
+        read_after: int,
+        window: int,
+        version: int,
+        entry: bytes,
+        head: bytes,
+        txn_id: str,
+        time_version: int | None,
+    ) -> Any:
+        """The TxnRequest: `window` log entries after `read_after` come back with a lost compare."""
+        txn = txn_id.encode()
+        success = [
+            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._log + _pad(version), value=entry)),
+            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.head_key, value=head)),
+            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._txns + txn, value=b"%d" % version)),
+            # the transaction is no longer in flight the moment it commits: same round trip
+            etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=self._inflight + txn)),
+        ]
+        if time_version is not None:
+            success.append(
+                etcdrpc.RequestOp(
+                    request_put=etcdrpc.PutRequest(key=self._times + _pad(time_version), value=b"%d" % version)
+                )
+            )
+        log_after = etcdrpc.RangeRequest(
+            key=self._log + _pad(read_after + 1), range_end=self._log + _pad(read_after + window + 1)
+        )
+        return etcdrpc.TxnRequest(
+            compare=[
+                etcdrpc.Compare(result=_EQUAL, target=_MOD, key=self.head_key, mod_revision=expected_head_revision)
+            ],
+            success=success,
+            failure=[self._read_head, etcdrpc.RequestOp(request_range=log_after)],
+        )
+
+
+def _send(client: pyetcd.MultiEndpointEtcd3Client, request: Any) -> Any:
+    return client.kvstub.Txn(request, client.timeout, credentials=client.call_credentials, metadata=client.metadata)
+
+
+#: pyetcd's decorator for every request it sends: marks a failed member and maps gRPC errors to its own
+send = pyetcd.MultiEndpointEtcd3Client._handle_errors(_send)
+
+
+def range_kvs(response: Any, index: int) -> list[tuple[bytes, KVMetadata]]:
+    """The keys of the `index`-th range read in a transaction's answer, as pyetcd returns a range."""
+    return [(kv.value, KVMetadata(kv, response.header)) for kv in response.responses[index].response_range.kvs]

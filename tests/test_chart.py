@@ -147,6 +147,26 @@ def test_watched_namespaces_get_roles_not_a_cluster_role_and_no_wildcards(
         envtest.delete_namespace(kube_api, watched)
 
 
+def test_a_warehouse_volume_is_mounted_at_the_location_and_handed_on_to_job_pods(
+    kube_api: envtest.KubeAPI, helm_bin: Path, release: tuple[str, str]
+) -> None:
+    volume = {"persistentVolumeClaim": {"claimName": "lake"}}
+    answer = install(kube_api, helm_bin, release, {"warehouse": {"location": "/warehouse", "volume": volume}})
+    assert answer["ok"], answer
+    name, namespace = release
+    deployment = kube_api.request("GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}-acidtables-operator")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert {"name": "warehouse", "persistentVolumeClaim": {"claimName": "lake"}} in pod["volumes"]
+    assert {"name": "warehouse", "mountPath": "/warehouse"} in container["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    # the operator mounts it at the same path in each driver pod (tests/test_driver_pod.py)
+    assert json.loads(env["ACIDTABLES_WAREHOUSE_VOLUME"]) == volume and env["ACIDTABLES_WAREHOUSE"] == "/warehouse"
+    # the job pods' user, so the operator and the jobs write in each other's directories
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["fsGroup"]) == (185, 185)
+    assert container["command"] == ["acidtables"] and container["args"][0] == "operator"
+
+
 @pytest.mark.parametrize(
     ("values", "reason"),
     [
@@ -156,6 +176,9 @@ def test_watched_namespaces_get_roles_not_a_cluster_role_and_no_wildcards(
         ({"etcd": {"bundled": {"storage": {"size": "lots"}}}}, "size"),
         ({"metrics": {"port": 80}}, "port"),
         ({"etcd": {"bundled": {"image": {"repository": "x", "tag": "3.4.0"}}}}, "tag"),
+        # a mounted volume needs a path to be mounted at, and is one volume source
+        ({"warehouse": {"location": "s3a://lake/w", "volume": {"hostPath": {"path": "/x"}}}}, "location"),
+        ({"warehouse": {"location": "/w", "volume": {"hostPath": {"path": "/x"}, "nfs": {}}}}, "volume"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )

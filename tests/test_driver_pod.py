@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from acidtables.core import ObjectStore
+import pytest
+
+from acidtables.core import InvalidArgumentError, ObjectStore
 from acidtables.jobs.compact import build_parser, spark_conf
 from acidtables.operator.config import ETCD_TLS_DIR, OperatorConfig
 from acidtables.operator.pods import driver_pod
@@ -106,3 +108,28 @@ def test_spark_reaches_the_same_object_store_as_the_table_library() -> None:
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"  # s3:// locations too
     aws = object_store_conf(ObjectStore.from_env({}))
     assert "spark.hadoop.fs.s3a.endpoint" not in aws and aws["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+
+
+def test_a_warehouse_volume_is_mounted_at_the_warehouse_path_in_the_driver_pod() -> None:
+    volume = '{"persistentVolumeClaim": {"claimName": "lake"}}'
+    config = OperatorConfig.from_env({"ACIDTABLES_WAREHOUSE": "/warehouse/", "ACIDTABLES_WAREHOUSE_VOLUME": volume})
+    pod = driver_pod(JOB, 1, "sales.orders", config)
+    assert pod["spec"]["volumes"] == [{"name": "warehouse", "persistentVolumeClaim": {"claimName": "lake"}}]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "warehouse", "mountPath": "/warehouse"}]
+    # the operator and the job image's user write in each other's directories
+    assert (pod["spec"]["securityContext"]["runAsUser"], pod["spec"]["securityContext"]["fsGroup"]) == (185, 185)
+
+
+@pytest.mark.parametrize(
+    ("env", "found"),
+    [
+        ({"ACIDTABLES_WAREHOUSE": "/w", "ACIDTABLES_WAREHOUSE_VOLUME": "{pvc"}, "as JSON"),
+        ({"ACIDTABLES_WAREHOUSE": "/w", "ACIDTABLES_WAREHOUSE_VOLUME": '{"hostPath": {}, "nfs": {}}'}, "one volume"),
+        ({"ACIDTABLES_WAREHOUSE": "s3a://lake/w", "ACIDTABLES_WAREHOUSE_VOLUME": '{"hostPath": {}}'}, "absolute"),
+    ],
+    ids=["not-json", "two-sources", "not-a-path"],
+)
+def test_a_bad_warehouse_volume_setting_is_refused_with_the_reason(env: dict[str, str], found: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="ACIDTABLES_WAREHOUSE") as refused:
+        OperatorConfig.from_env(env)
+    assert found in str(refused.value)

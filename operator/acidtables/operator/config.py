@@ -6,15 +6,24 @@ ACIDTABLES_ETCD_CREDENTIALS_SECRET (keys `user`, `password`), etcd's CA and clie
 Secret named by ACIDTABLES_ETCD_TLS_SECRET mounted at ETCD_TLS_DIR (keys `ca.crt`, and `tls.crt` /
 `tls.key` when the operator itself uses a client certificate), the object store's keys from the Secret
 named by ACIDTABLES_S3_CREDENTIALS_SECRET (keys `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`).
+
+A warehouse on a shared file system instead of an object store: ACIDTABLES_WAREHOUSE_VOLUME holds a
+Kubernetes volume source as JSON (`{"persistentVolumeClaim": {"claimName": "lake"}}`, a hostPath, an NFS
+export), which job pods mount at the ACIDTABLES_WAREHOUSE path, so every pod sees a table's files at the
+location recorded in etcd (the chart mounts the same volume at the same path in the operator).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from acidtables.core import InvalidArgumentError
 
 #: settings a job pod needs from the operator's environment, passed on as plain values
 PASSED_TO_JOBS = (
@@ -29,6 +38,8 @@ PASSED_TO_JOBS = (
 
 #: where job pods mount the etcd TLS Secret (the chart mounts it at the same place in the operator)
 ETCD_TLS_DIR = "/etc/acidtables/etcd-tls"
+
+WAREHOUSE_VOLUME_VARIABLE = "ACIDTABLES_WAREHOUSE_VOLUME"
 
 
 def _package_version() -> str:
@@ -59,6 +70,10 @@ class OperatorConfig:
     maintenance_interval_seconds: float = 3600.0
     #: a table without commits for this long (and nothing in flight) keeps one log entry in etcd
     archive_quiet_seconds: float = 600.0
+    #: a volume source (Kubernetes' shape) job pods mount at `warehouse_path`; None: an object store
+    warehouse_volume: Mapping[str, Any] | None = None
+    #: the warehouse's path in every pod, when it is a mounted volume
+    warehouse_path: str | None = None
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -71,6 +86,7 @@ class OperatorConfig:
             if env.get("ACIDTABLES_ETCD_CERT_FILE"):
                 job_env["ACIDTABLES_ETCD_CERT_FILE"] = f"{ETCD_TLS_DIR}/tls.crt"
                 job_env["ACIDTABLES_ETCD_KEY_FILE"] = f"{ETCD_TLS_DIR}/tls.key"
+        volume, path = _warehouse_volume(env)
         return OperatorConfig(
             job_image=env.get("ACIDTABLES_JOB_IMAGE") or f"ghcr.io/acidtables/spark:{_package_version()}",
             job_service_account=env.get("ACIDTABLES_JOB_SERVICE_ACCOUNT") or None,
@@ -84,4 +100,30 @@ class OperatorConfig:
             maintenance_check_seconds=float(env.get("ACIDTABLES_MAINTENANCE_CHECK_SECONDS") or 60),
             maintenance_interval_seconds=float(env.get("ACIDTABLES_MAINTENANCE_INTERVAL_SECONDS") or 3600),
             archive_quiet_seconds=float(env.get("ACIDTABLES_ARCHIVE_QUIET_SECONDS") or 600),
+            warehouse_volume=volume,
+            warehouse_path=path,
         )
+
+
+def _warehouse_volume(env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:
+    """ACIDTABLES_WAREHOUSE_VOLUME read and checked where it is received: one volume source, and an
+    absolute ACIDTABLES_WAREHOUSE to mount it at."""
+    raw = env.get(WAREHOUSE_VOLUME_VARIABLE, "").strip()
+    if not raw:
+        return None, None
+    try:
+        volume = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{WAREHOUSE_VOLUME_VARIABLE} must be a volume source as JSON: {exc}") from None
+    if not isinstance(volume, dict) or len(volume) != 1:
+        raise InvalidArgumentError(
+            f"{WAREHOUSE_VOLUME_VARIABLE} must be one volume source such as "
+            f'{{"persistentVolumeClaim": {{"claimName": "lake"}}}}, found {raw[:200]!r}'
+        )
+    path = env.get("ACIDTABLES_WAREHOUSE", "")
+    if not path.startswith("/"):
+        raise InvalidArgumentError(
+            f"{WAREHOUSE_VOLUME_VARIABLE} is set, so ACIDTABLES_WAREHOUSE must be the absolute path to mount it at, "
+            f"found {path!r}"
+        )
+    return volume, path.rstrip("/") or "/"

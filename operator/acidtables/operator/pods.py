@@ -12,6 +12,9 @@ from .context import quantity_bytes
 
 JOB_LABEL = "acidtables.io/compaction-job"
 ATTEMPT_LABEL = "acidtables.io/attempt"
+#: the job image's user (the Spark image's `spark`): driver pods run as it, and so does the operator
+#: when the warehouse is a shared volume (the chart), so each can write in the other's directories
+JOB_USER = 185
 
 
 def _kubernetes_memory(spark_memory: str) -> str:
@@ -85,7 +88,11 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
         },
         "spec": {
             "restartPolicy": "Never",
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": JOB_USER,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [
                 {
                     "name": "driver",
@@ -102,9 +109,17 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
     }
     if config.job_service_account:
         pod["spec"]["serviceAccountName"] = config.job_service_account
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
     if config.tls_secret:
-        pod["spec"]["volumes"] = [{"name": "etcd-tls", "secret": {"secretName": config.tls_secret}}]
-        pod["spec"]["containers"][0]["volumeMounts"] = [
-            {"name": "etcd-tls", "mountPath": ETCD_TLS_DIR, "readOnly": True}
-        ]
+        volumes.append({"name": "etcd-tls", "secret": {"secretName": config.tls_secret}})
+        mounts.append({"name": "etcd-tls", "mountPath": ETCD_TLS_DIR, "readOnly": True})
+    if config.warehouse_volume is not None and config.warehouse_path:
+        # the tables' files live at the paths etcd records: the same volume at the same path as the operator
+        volumes.append({"name": "warehouse", **config.warehouse_volume})
+        mounts.append({"name": "warehouse", "mountPath": config.warehouse_path})
+        pod["spec"]["securityContext"]["fsGroup"] = JOB_USER
+    if volumes:
+        pod["spec"]["volumes"] = volumes
+        pod["spec"]["containers"][0]["volumeMounts"] = mounts
     return pod

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from acidtables.core import Catalog, EmbeddedEtcd, EtcdSettings, Settings
+from acidtables.core.waiting import wait_for
 
 from .checker import Verdict, check_cleanup, check_table, read_history
-from .cluster import EtcdCluster
+from .cluster import DIVERGING_RELEASES, EtcdCluster, etcd_binary, etcd_version, member_digests
 from .proxy import HoldingProxy
 from .writer import run_writer
 
@@ -63,6 +64,8 @@ class RunConfig:
     workdir: Path | None = None
     #: etcd members: 1, or 3 for a cluster whose leader the nemesis can kill
     members: int = 1
+    #: the etcd to run (default: cluster.etcd_binary(), the newest one found)
+    etcd_binary: str | None = None
 
 
 @dataclass
@@ -72,14 +75,15 @@ class RunResult:
     faults: Counter[str] = field(default_factory=Counter)
     workdir: Path | None = None
     members: int = 1
+    etcd_version: str = ""
 
     def summary(self) -> str:
         v = self.verdict
         jobs = ", ".join(f"{k} {n}" for k, n in sorted(v.jobs.items()))
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        topology = f"{self.members} etcd {self.etcd_version} member{'s' if self.members > 1 else ''}"
         lines = [
-            f"seed {self.seed} ({self.members} etcd member{'s' if self.members > 1 else ''}): {v.commits} commits; "
-            f"jobs: {jobs}; faults: {faults}",
+            f"seed {self.seed} ({topology}): {v.commits} commits; jobs: {jobs}; faults: {faults}",
             f"anomalies: {len(v.anomalies)}",
             *(f"  {a}" for a in v.anomalies),
         ]
@@ -183,14 +187,23 @@ def run(config: RunConfig) -> RunResult:
     history = workdir / "history"
     history.mkdir(exist_ok=True)
     faults = tuple(f for f in config.faults if config.members > 1 or f not in CLUSTER_FAULTS)
+    binary = config.etcd_binary or etcd_binary()
+    version = etcd_version(binary)
+    if version in DIVERGING_RELEASES and {"restart", "leader"} & set(faults):
+        print(
+            f"warning: etcd {version} ({binary}) can lose acknowledged writes when a member is killed under "
+            "load (etcd-io/etcd#13766, fixed in 3.5.3): the checker will report them. Point "
+            "ACIDTABLES_ETCD_BINARY or KUBEBUILDER_ASSETS at a current etcd.",
+            flush=True,
+        )
     with ExitStack() as stack:
         cluster: EtcdCluster | None = None
         if config.members > 1:
-            cluster = EtcdCluster(workdir / "etcd", config.members).start()
+            cluster = EtcdCluster(workdir / "etcd", config.members, binary).start()
             stack.callback(cluster.stop)
             members = cluster.members
         else:
-            single = EmbeddedEtcd(workdir / "etcd").start()
+            single = EmbeddedEtcd(workdir / "etcd", binary=binary).start()
             stack.callback(single.stop)
             members = [single]
         proxies = [stack.enter_context(HoldingProxy(m.host, m.client_port, max_connections=256)) for m in members]
@@ -261,5 +274,32 @@ def run(config: RunConfig) -> RunResult:
                 check_table(catalog, table, invoked, outcomes, verdict)
                 committed = {r.txn_id for r in table.commits(0)}
                 check_cleanup(table, committed, verdict)
+        if len(members) > 1:
+            check_members_agree(members, prefix, version, verdict)
         counts = nemesis.counts + _self_kills(history)
-        return RunResult(config.seed, verdict, counts, workdir, config.members)
+        return RunResult(config.seed, verdict, counts, workdir, config.members, version)
+
+
+def check_members_agree(
+    members: list[EmbeddedEtcd], prefix: str, version: str, verdict: Verdict, *, timeout_seconds: float = 30.0
+) -> None:
+    """Every member holds the same keys and values once the followers caught up; a difference is etcd's
+    own divergence, which makes acknowledged commits vanish from the majority's view."""
+    digests: dict[str, str] = {}
+
+    def agree() -> bool:
+        digests.update(member_digests(members, prefix))
+        return len(set(digests.values())) == 1
+
+    try:
+        wait_for(agree, timeout_seconds, message="the etcd members converged")
+    except TimeoutError:
+        groups: dict[str, list[str]] = {}
+        for endpoint, digest in digests.items():
+            groups.setdefault(digest, []).append(endpoint)
+        sides = " | ".join(", ".join(endpoints) for endpoints in groups.values())
+        verdict.add(
+            f"etcd {version}'s members hold different data after the run ({sides}): "
+            "etcd diverged, so acknowledged commits can be missing from what the majority serves "
+            f"(etcd-io/etcd#13766 affects {', '.join(DIVERGING_RELEASES)})"
+        )

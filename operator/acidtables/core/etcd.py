@@ -62,6 +62,8 @@ RANGE_PAGE_KEYS = 1000
 #: largest inline records (256 KiB) still fit one gRPC answer. A writer further behind than that reads
 #: the rest in pages, one more round trip; one that lost a race to a few commits never does.
 LOG_ENTRIES_IN_A_TXN = 12
+#: seconds a client skips an etcd member after a request to it failed, when it knows others
+MEMBER_RETRY_SECONDS = 2.0
 #: how long a head this process saw stays a transaction's starting point without asking etcd again
 KNOWN_HEAD_SECONDS = 10.0
 
@@ -344,11 +346,14 @@ class Coordinator:
                         ) from None
             self._check_tls_files()
             credentials = pyetcd.MultiEndpointEtcd3Client.get_secure_creds(s.ca_file, s.key_file, s.cert_file)
+        urls = s.endpoints if endpoints is None else endpoints
+        # how long pyetcd skips a member after a request to it failed (its default, 300 s, would turn an
+        # etcd restart into minutes of errors): never with one member, which is all there is; a moment
+        # with several, so the next request goes to a live member rather than the dead one again
+        time_retry = 0.0 if len(urls) == 1 else MEMBER_RETRY_SECONDS
         members = []
-        for url in s.endpoints if endpoints is None else endpoints:
+        for url in urls:
             parts = urlsplit(url)
-            # time_retry=0: pyetcd otherwise refuses to use an endpoint for 300 s after one failure,
-            # which would turn an etcd restart into minutes of errors
             # a connection of its own per client (gRPC otherwise shares one among channels to the same
             # target): a client replaced after a lost answer must not reuse the connection that lost it,
             # while the old client stays open for calls other threads still have in flight on it
@@ -358,7 +363,7 @@ class Coordinator:
                     parts.port,
                     secure=s.secure,
                     creds=credentials,
-                    time_retry=0.0,
+                    time_retry=time_retry,
                     opts=[("grpc.use_local_subchannel_pool", 1)],
                 )
             )

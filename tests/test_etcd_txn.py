@@ -1,0 +1,91 @@
+"""The commit's etcd transaction built from prepared parts (issue 17) is the same request pyetcd would
+build, and it still fails over between etcd members as every other request does."""
+
+from __future__ import annotations
+
+import random
+
+import pyetcd
+import pytest
+from pyetcd import transactions as ops
+
+from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.etcd import MEMBER_RETRY_SECONDS
+from acidtables.core.etcd_txn import CommitRequests, send
+
+PREFIX = "/p/tables/0123abcd/"
+
+
+def _through_pyetcd(time_version: int | None) -> bytes:
+    """The request as the commit built it before, through pyetcd's op objects."""
+    client = pyetcd.MultiEndpointEtcd3Client(endpoints=[pyetcd.Endpoint("127.0.0.1", 1, secure=False)])
+    puts = [
+        ops.Put(PREFIX + "log/00000000000000000042", b"entry"),
+        ops.Put(PREFIX + "head", b'{"version": 42}'),
+        ops.Put(PREFIX + "txns/feedface", b"42"),
+        ops.Delete(PREFIX + "inflight/feedface"),
+    ]
+    if time_version is not None:
+        puts.append(ops.Put(PREFIX + f"times/{time_version:020d}", b"42"))
+    failure = [
+        ops.Get(PREFIX + "head"),
+        ops.Get(PREFIX + "log/00000000000000000040", range_end=PREFIX + "log/00000000000000000052"),
+    ]
+    request = pyetcd.etcdrpc.TxnRequest(
+        compare=[(client.transactions.mod(PREFIX + "head") == 777).build_message()],
+        success=client._ops_to_requests(puts),
+        failure=client._ops_to_requests(failure),
+    )
+    return bytes(request.SerializeToString())
+
+
+def test_the_prepared_request_is_byte_for_byte_the_one_pyetcd_builds() -> None:
+    prepared = CommitRequests(PREFIX)
+    for time_version in (None, 1764000000123456):
+        built = prepared.build(
+            expected_head_revision=777,
+            read_after=39,
+            window=12,
+            version=42,
+            entry=b"entry",
+            head=b'{"version": 42}',
+            txn_id="feedface",
+            time_version=time_version,
+        )
+        assert built.SerializeToString() == _through_pyetcd(time_version)
+
+
+def test_the_commit_request_marks_a_dead_member_failed_and_the_next_one_uses_a_live_member(
+    etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What pyetcd does for its own requests, the commit's send does too: without it a client whose
+    first member died would send every commit to that member until the client was replaced."""
+    monkeypatch.setattr(random, "choice", lambda members: members[0])  # pyetcd starts on a random member
+    client = pyetcd.MultiEndpointEtcd3Client(
+        endpoints=[
+            # nothing listens on the first; the core's clients skip a failed member this long (etcd.py)
+            pyetcd.Endpoint("127.0.0.1", free_port(), secure=False, time_retry=MEMBER_RETRY_SECONDS),
+            pyetcd.Endpoint(etcd_server.host, etcd_server.client_port, secure=False, time_retry=MEMBER_RETRY_SECONDS),
+        ],
+        timeout=5,
+        failover=True,
+    )
+    request = CommitRequests(f"{etcd_prefix}/tables/t/").build(
+        expected_head_revision=0,  # the head does not exist yet: its mod revision compares as 0
+        read_after=0,
+        window=12,
+        version=1,
+        entry=b"{}",
+        head=b'{"version": 1}',
+        txn_id="feedface",
+        time_version=None,
+    )
+    try:
+        with pytest.raises(pyetcd.exceptions.ConnectionFailedError):
+            send(client, request)
+        answer = send(client, request)
+        assert answer.succeeded
+        value, _ = client.get(f"{etcd_prefix}/tables/t/txns/feedface")
+        assert value == b"1"
+    finally:
+        client.close()

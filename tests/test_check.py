@@ -11,11 +11,12 @@ import pyetcd
 import pytest
 from tests.jobs import stage
 
-from acidtables import Catalog
+from acidtables import Catalog, DataFile
 from acidtables.check.checker import Verdict, check_table
 from acidtables.check.cluster import DIVERGING_RELEASES, etcd_binary, etcd_version
 from acidtables.check.rules import may_match
 from acidtables.check.runner import RunConfig, check_members_agree, run
+from acidtables.check.writer import parquet_of
 from acidtables.core.embedded import EmbeddedEtcd
 
 
@@ -86,6 +87,48 @@ def test_the_checker_catches_a_delete_read_on_a_delta_table(catalog: Catalog, mo
         "read (ConcurrentDeleteReadException" in a
         for a in verdict.anomalies
     ), verdict.anomalies
+
+
+def test_the_checker_reads_every_live_file_and_catches_rows_other_than_its_commit_wrote(catalog: Catalog) -> None:
+    table = catalog.create_table("ns.rows", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    tx = table.begin("insert_into")
+    relative = f"{tx.storage.relative(tx.staging_dir)}/dt=a/part-0.parquet"
+    written = parquet_of([1, 2])
+    tx.storage.write_exclusive(relative, written)
+    tx.add_files([DataFile(relative, {"dt": "a"}, rows=2, size_bytes=len(written), extra={"rows": [1, 2]})])
+    tx.commit()
+    verdict = Verdict()
+    check_table(catalog, table, {}, {}, verdict)
+    assert verdict.anomalies == []
+
+    swapped = parquet_of([3, 4])  # same size, other rows: only reading the file tells them apart
+    assert len(swapped) == len(written)
+    Path(table.storage.absolute(relative)).write_bytes(swapped)
+    check_table(catalog, table, {}, {}, verdict)
+    assert verdict.anomalies == [f"ns.rows: {relative} holds other rows than its commit wrote"]
+
+
+def _runner_file(tx: Any, rows: list[int], name: str, **fields: Any) -> DataFile:
+    relative = f"{tx.storage.relative(tx.staging_dir)}/dt=a/{name}.parquet"
+    payload = parquet_of(rows)
+    tx.storage.write_exclusive(relative, payload)
+    return DataFile(relative, {"dt": "a"}, rows=len(rows), size_bytes=len(payload), extra={"rows": rows}, **fields)
+
+
+def test_the_checker_catches_a_compaction_that_lost_a_row(catalog: Catalog) -> None:
+    table = catalog.create_table("ns.lossy", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for rows in ([1, 2], [3]):
+        tx = table.begin("insert_into")
+        tx.add_files([_runner_file(tx, rows, f"ins-{rows[0]}")])
+        tx.commit()
+    inputs = list(table.snapshot().files_by_path.values())
+    compaction = table.begin("minor_compact")
+    compaction.remove_files(inputs)
+    compaction.add_files([_runner_file(compaction, [1, 3], "cmp", lineage=tuple(f.path for f in inputs))])
+    compaction.commit()
+    verdict = Verdict()
+    check_table(catalog, table, {}, {}, verdict)
+    assert verdict.anomalies == ["ns.lossy: version 3 (MINOR COMPACT) added other rows than the files it removed held"]
 
 
 def test_the_checker_catches_lost_and_phantom_commits_and_missing_files(catalog: Catalog) -> None:

@@ -5,14 +5,16 @@ own (acidtables.check.rules), and the log is read as data."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acidtables.core import Catalog, CommitRecord, Table
+import pyarrow.parquet as pq
 
-from .rules import must_fail
+from acidtables.core import Catalog, CommitRecord, DataFile, Table
+
+from .rules import REWRITES, must_fail
 
 
 @dataclass
@@ -121,6 +123,12 @@ def check_table(
                 f"{name}: txn {txn_id} was skipped as a repeat of {call['app_id']} version "
                 f"{call['app_version']}, which the log never applied"
             )
+    # a compaction or clustering rewrites rows, it never adds or loses one (the rows ride in the log)
+    for r in records:
+        if r.operation.value in REWRITES and not _same_rows(r.adds, r.removes):
+            verdict.add(
+                f"{name}: version {r.version} ({r.operation.display}) added other rows than the files it removed held"
+            )
     # time versions: only data commits, strictly increasing
     last = None
     for r in records:
@@ -130,7 +138,7 @@ def check_table(
             verdict.add(f"{name}: version {r.version}'s time version is not after the previous data commit's")
         last = r.time_version
     # an independent serial replay: a removed file must be live, an added one new
-    live: dict[str, int] = {}
+    live: dict[str, DataFile] = {}
     for r in records:
         for f in r.removes:
             if f.path not in live:
@@ -139,18 +147,14 @@ def check_table(
         for f in r.adds:
             if f.path in live:
                 verdict.add(f"{name}: version {r.version} adds {f.path}, which was live already")
-            live[f.path] = f.size_bytes
+            live[f.path] = f
     current = {p: f.size_bytes for p, f in table.snapshot().files_by_path.items()}
-    if current != live:
+    if current != {p: f.size_bytes for p, f in live.items()}:
         verdict.add(
             f"{name}: the table's snapshot differs from a serial replay of its log "
             f"({len(current)} vs {len(live)} files)"
         )
-    storage = table.storage
-    for path, size in live.items():
-        found_size = storage.file_size(storage.relative(path))
-        if found_size != size:
-            verdict.add(f"{name}: {path} of the final table has {found_size} bytes on disk, the log says {size}")
+    check_files(table, live, verdict)
     # the rules, re-judged: no committed commit met a winner it must have failed against
     policy = records[0].policy.value
     partition_by = list(table.metadata.partition_by)
@@ -172,6 +176,36 @@ def check_table(
         for problem in check.problems:
             if check.name != "in flight":
                 verdict.add(f"{name}: fsck {check.name}: {problem}")
+
+
+def _same_rows(adds: tuple[DataFile, ...], removes: tuple[DataFile, ...]) -> bool:
+    """Whether the added files hold exactly the removed files' rows (as multisets); True when a file's
+    rows are not in the log (not a runner's file) and so cannot be compared."""
+    if any("rows" not in f.extra for f in (*adds, *removes)):
+        return True
+    return Counter(row for f in adds for row in f.extra["rows"]) == Counter(
+        row for f in removes for row in f.extra["rows"]
+    )
+
+
+def check_files(table: Table, live: dict[str, DataFile], verdict: Verdict) -> None:
+    """Every file of the replayed table is on disk with the size, row count and rows its commit wrote."""
+    storage = table.storage
+    for path, entry in live.items():
+        relative = storage.relative(path)
+        found_size = storage.file_size(relative)
+        if found_size != entry.size_bytes:
+            verdict.add(f"{table.name}: {path} has {found_size} bytes on disk, the log says {entry.size_bytes}")
+            continue
+        with storage.open_input(relative) as handle:
+            parquet = pq.ParquetFile(handle)
+            if parquet.metadata.num_rows != entry.rows:
+                verdict.add(f"{table.name}: {path} holds {parquet.metadata.num_rows} rows, the log says {entry.rows}")
+                continue
+            # a runner's file carries its rows in the log too
+            written = entry.extra.get("rows")
+            if written is not None and parquet.read(columns=["id"]).column("id").to_pylist() != list(written):
+                verdict.add(f"{table.name}: {path} holds other rows than its commit wrote")
 
 
 def check_cleanup(table: Table, committed: set[str], verdict: Verdict) -> None:

@@ -49,6 +49,9 @@ MC_CLASS: dict[str, str] = {
     "cluster": "CLU",
 }
 
+#: operations that rewrite rows into new files without changing them
+REWRITES = frozenset({"minor_compact", "major_compact", "cluster"})
+
 #: operations that are no logical data change: compactions, clustering and ALTER are judged with
 #: snapshot isolation, so a concurrent append never fails them (§13.1 rule 4, R7)
 NO_DATA_CHANGE = frozenset({"minor_compact", "major_compact", "cluster", "alter", "upgrade_protocol", "create_table"})

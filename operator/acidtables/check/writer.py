@@ -73,7 +73,7 @@ class History:
         os.fsync(self._out.fileno())
 
 
-def _parquet(rows: list[int]) -> bytes:
+def parquet_of(rows: list[int]) -> bytes:
     sink = io.BytesIO()
     pq.write_table(pa.table({"id": pa.array(rows, pa.int64())}), sink)
     return sink.getvalue()
@@ -98,13 +98,14 @@ class Writer:
 
     def stage(self, tx: Transaction, partition: str | None, rows: list[int], name: str) -> DataFile:
         directory = tx.storage.relative(tx.staging_dir) + ("" if partition is None else f"/dt={partition}")
-        payload = _parquet(rows)
+        payload = parquet_of(rows)
         tx.storage.write_exclusive(f"{directory}/{name}.parquet", payload)
         self.maybe_die("staging")
-        low, high = (min(rows), max(rows)) if rows else (0, 0)
         values = {} if partition is None else {"dt": partition}
+        # the rows themselves ride along in the log (a few per file), so the checker can compare every
+        # live file's content with what its commit said it wrote, row by row
         return DataFile(
-            f"{directory}/{name}.parquet", values, rows=len(rows), size_bytes=len(payload), extra={"ids": [low, high]}
+            f"{directory}/{name}.parquet", values, rows=len(rows), size_bytes=len(payload), extra={"rows": rows}
         )
 
     def job(self, table: Table, kind: str, partition: str, n: int) -> Transaction | None:
@@ -155,9 +156,12 @@ class Writer:
                 return None
             victim = self.rng.choice(files)
             tx.remove_files([victim])
-            kept = max(0, victim.rows - 1) + (1 if kind == "update" else 0) + (len(rows) if kind == "merge" else 0)
-            if kept:
-                tx.add_files([self.stage(tx, part, rows[:1] * kept, f"{kind[:3]}-{n}")])
+            # copy-on-write of one file: DELETE drops its first row, UPDATE changes it, MERGE changes it
+            # and inserts new rows
+            old = list(victim.extra.get("rows", [0] * victim.rows))
+            new = old[1:] if kind == "delete" else rows[:1] + old[1:] + (rows[1:] if kind == "merge" else [])
+            if new:
+                tx.add_files([self.stage(tx, part, new, f"{kind[:3]}-{n}")])
             if partitioned:
                 tx.set_scope(scope)
         else:  # minor_compact, major_compact, cluster: every file of the partition into one
@@ -166,8 +170,9 @@ class Writer:
                 tx.abort()
                 return None
             tx.remove_files(files)
-            total = sum(f.rows for f in files)
-            output = self.stage(tx, part, list(range(total)), f"cmp-{n}")
+            # the same rows in one file: the checker holds every committed rewrite to exactly that
+            merged = [row for f in files for row in f.extra.get("rows", [0] * f.rows)]
+            output = self.stage(tx, part, merged, f"cmp-{n}")
             tx.add_files([replace(output, lineage=tuple(f.path for f in files))])
             if partitioned:
                 tx.set_scope(scope)

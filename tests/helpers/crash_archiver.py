@@ -6,8 +6,11 @@ of its own process, at POINT:
 
 - `after-segment`: the first segment is written, etcd has not let go of its entries;
 - `mid-batch`: two batches are done, the third's segment is written, its etcd step never sent;
-- `before-txn-keys`: the first segment written, its versions' txn index keys not yet deleted;
-- `after-txn-keys`: those txn index keys deleted, the marker not moved (etcd still has the entries);
+- `before-marker-step`: the first segment written, the one etcd transaction that moves the marker and
+  deletes the batch's keys (txn index keys included) never sent;
+- `before-txn-keys`, `after-txn-keys`: with batches larger than one transaction's txn-key deletes (the
+  limit is lowered to 5 here), the txn index keys go on their own before the marker moves: the first
+  segment written and those keys not yet deleted, or deleted with the marker not moved;
 - `expire-after-record`: expire wrote the new retention, before archiving anything.
 """
 
@@ -18,13 +21,21 @@ import signal
 import sys
 from typing import Any
 
+from acidtables.core import tablelog
 from acidtables.core.archive import Archive
 from acidtables.core.etcd import Coordinator
 from acidtables.core.settings import CommitSettings
 
 from .tables import CatalogSpec
 
-POINTS = ("after-segment", "mid-batch", "before-txn-keys", "after-txn-keys", "expire-after-record")
+POINTS = (
+    "after-segment",
+    "mid-batch",
+    "before-marker-step",
+    "before-txn-keys",
+    "after-txn-keys",
+    "expire-after-record",
+)
 WINDOW = 10
 
 
@@ -57,10 +68,14 @@ def main(argv: list[str]) -> int:
         _after(Archive, "write", 1)
     elif point == "mid-batch":
         _after(Archive, "write", 3)
-    elif point == "before-txn-keys":
-        _before(Coordinator, "delete_txn_keys")
-    elif point == "after-txn-keys":
-        _after(Coordinator, "delete_txn_keys", 1)
+    elif point == "before-marker-step":
+        _before(Coordinator, "advance_archive")
+    elif point in ("before-txn-keys", "after-txn-keys"):
+        tablelog.TXN_KEYS_IN_A_TXN = 5  # a batch of 10 versions no longer fits the marker's transaction
+        if point == "before-txn-keys":
+            _before(Coordinator, "delete_txn_keys")
+        else:
+            _after(Coordinator, "delete_txn_keys", 1)
     elif point == "expire-after-record":
         _after(Coordinator, "put_retention", 1)
         _before(Archive, "write")
@@ -72,9 +87,8 @@ def main(argv: list[str]) -> int:
         if point == "expire-after-record":
             table.expire(retain_versions=5, retain_duration="0h", force=True)
         else:
-            from acidtables.core.tablelog import archive_log
-
-            archive_log(catalog.services.log(table.table_id, table.location), keep_versions=WINDOW, batch_versions=10)
+            log = catalog.services.log(table.table_id, table.location)
+            tablelog.archive_log(log, keep_versions=WINDOW, batch_versions=10)
     return 0  # not reached: every point dies first
 
 

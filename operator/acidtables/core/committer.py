@@ -300,7 +300,7 @@ class _Committer:
         self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
         self.services.report(self._event("committed", version=record.version, retries=record.retries))
-        if record.version % max(1, self.settings.log_window_versions // 4) == 0:
+        if record.version % max(1, self.settings.log_window_versions // 2) == 0:
             self.services.archiver.schedule(self.table_id, self.meta.location)
         if record.version % self.settings.checkpoint_interval == 0:
             try:

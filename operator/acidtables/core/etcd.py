@@ -28,7 +28,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
@@ -62,6 +62,8 @@ RANGE_PAGE_KEYS = 1000
 #: largest inline records (256 KiB) still fit one gRPC answer. A writer further behind than that reads
 #: the rest in pages, one more round trip; one that lost a race to a few commits never does.
 LOG_ENTRIES_IN_A_TXN = 12
+#: txn-index keys deleted in one etcd transaction (etcd allows 128 operations in one)
+TXN_KEYS_IN_A_TXN = 100
 #: seconds a client skips an etcd member after a request to it failed, when it knows others
 MEMBER_RETRY_SECONDS = 2.0
 #: how long a head this process saw stays a transaction's starting point without asking etcd again
@@ -922,11 +924,17 @@ class Coordinator:
         checkpoints = self.checkpoints(table_id, seen.upto + 1, upto)
         return ArchiveBatch(entries, times, checkpoints)
 
-    def advance_archive(self, table_id: str, seen: ArchiveMarker, marker: ArchiveMarker) -> bool:
+    def advance_archive(
+        self, table_id: str, seen: ArchiveMarker, marker: ArchiveMarker, txn_ids: Sequence[str] = ()
+    ) -> ArchiveMarker | None:
         """Move the marker from `seen` to `marker` and delete, in the same transaction, the log entries,
-        time-index entries and checkpoint keys it now covers (their segment is written already). False
-        when another archiver moved the marker first. Three range deletes: etcd's limit on operations
-        per transaction (128 by default) never binds, however many versions the batch holds."""
+        time-index entries and checkpoint keys it now covers (their segment is written already), and the
+        txn-index keys `txn_ids` (at most TXN_KEYS_IN_A_TXN: one delete each). The marker as stored (its
+        new revision), or None when another archiver moved it first. The other deletes are three ranges:
+        etcd's limit on operations per transaction (128 by default) never binds, however many versions
+        the batch holds."""
+        if len(txn_ids) > TXN_KEYS_IN_A_TXN:
+            raise ValueError(f"advance_archive(): at most {TXN_KEYS_IN_A_TXN} txn keys, got {len(txn_ids)}")
         key = self._key(table_id, "archived")
         # from where `seen` ends, not from the prefix's start: etcd walks deleted keys in a range until
         # its history is compacted, and every earlier step's keys are deleted already
@@ -945,7 +953,8 @@ class Coordinator:
                     range_end=self._key(table_id, "times", _pad(marker.time_upto + 1)),
                 )
             )
-        succeeded, _ = self._call(
+        deletes += [ops.Delete(self._key(table_id, "txns", t)) for t in txn_ids]
+        succeeded, responses = self._call(
             "an archiving step",
             lambda c: c.transaction(
                 compare=[c.transactions.mod(key) == seen.revision],
@@ -953,16 +962,18 @@ class Coordinator:
                 failure=[],
             ),
         )
-        return bool(succeeded)
+        if not succeeded:
+            return None
+        return replace(marker, revision=responses[0].response_put.header.revision)
 
     def delete_txn_keys(self, table_id: str, txn_ids: Sequence[str]) -> None:
-        """Delete txn index keys, 100 per transaction (etcd allows 128 operations in one)."""
+        """Delete txn index keys, TXN_KEYS_IN_A_TXN per transaction (etcd allows 128 operations in one)."""
 
         def delete(deletes: list[Any]) -> Callable[[pyetcd.MultiEndpointEtcd3Client], Any]:
             return lambda c: c.transaction(compare=[], success=deletes, failure=[])
 
-        for start in range(0, len(txn_ids), 100):
-            batch = [ops.Delete(self._key(table_id, "txns", t)) for t in txn_ids[start : start + 100]]
+        for start in range(0, len(txn_ids), TXN_KEYS_IN_A_TXN):
+            batch = [ops.Delete(self._key(table_id, "txns", t)) for t in txn_ids[start : start + TXN_KEYS_IN_A_TXN]]
             self._call("a txn index deletion", delete(batch))
 
     def read_retention(self, table_id: str) -> tuple[dict[str, Any] | None, int]:

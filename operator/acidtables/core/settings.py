@@ -139,7 +139,7 @@ class CommitSettings:
     #: conflicts and aborts recorded in etcd for the operator expire after this long
     event_ttl_seconds: int = 3600
     #: the newest log entries kept in etcd; older ones move to archive segments in the table location
-    #: (design §2), after every `log_window_versions // 4` commits, off the commit path
+    #: (design §2), after every `log_window_versions // 2` commits, off the commit path
     log_window_versions: int = 100
     #: expire and vacuum refuse a shorter retain_duration unless forced: a job running longer than the
     #: retention could lose the files it reads

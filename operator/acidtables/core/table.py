@@ -442,7 +442,7 @@ class Table:
     def archive(self, *, keep_versions: int | None = None) -> ArchiveReport:
         """Move the log entries etcd no longer needs into archive segments in the table location now.
 
-        Commits do this by themselves in the background (every quarter of the window) and the operator
+        Commits do this by themselves in the background (every half window) and the operator
         does it for quiet tables, so nobody has to call it: it is here for tools and tests. Keeps the
         newest `keep_versions` (default: ACIDTABLES_LOG_WINDOW_VERSIONS) and everything a registered
         transaction's conflict check still needs. Readers see the same log before and after."""

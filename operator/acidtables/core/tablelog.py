@@ -20,7 +20,7 @@ from typing import Any
 
 from .archive import Archive
 from .errors import CorruptMetadataError
-from .etcd import ArchiveMarker, Coordinator
+from .etcd import TXN_KEYS_IN_A_TXN, ArchiveMarker, Coordinator
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,9 @@ def oldest_registered_read(coordinator: Coordinator, table_id: str) -> int | Non
 def archivable_upto(coordinator: Coordinator, table_id: str, keep_versions: int) -> int:
     """The newest version etcd may let go of: older than the newest `keep_versions`, and older than the
     read version of every registered transaction (whose conflict check reads the log after it)."""
-    upto = int(coordinator.read_head(table_id).value["version"]) - keep_versions
+    # the head this process committed or read moments ago will do: an older one only archives less
+    head = coordinator.known_head(table_id) or coordinator.read_head(table_id)
+    upto = int(head.value["version"]) - keep_versions
     registered = oldest_registered_read(coordinator, table_id)
     return upto if registered is None else min(upto, registered)
 
@@ -151,9 +153,9 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
         upto = min(target, marker.upto + batch_versions)
         batch = coordinator.archive_batch(table_id, marker, upto)
         if [int(e["version"]) for e in batch.entries] != list(range(marker.upto + 1, upto + 1)):
-            moved = coordinator.archive_marker(table_id)
-            if moved.revision != marker.revision:  # another archiver took some of them meanwhile
-                marker = moved
+            current = coordinator.archive_marker(table_id)
+            if current.revision != marker.revision:  # another archiver took some of them meanwhile
+                marker = current
                 continue
             raise CorruptMetadataError(
                 f"the log of table {table_id} is not contiguous between versions {marker.upto + 1} and {upto}; "
@@ -162,19 +164,23 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
             )
         log.archive.write(batch.entries, batch.times, batch.checkpoints)
         segments += 1
-        coordinator.delete_txn_keys(table_id, [str(e["txn_id"]) for e in batch.entries])
+        txn_ids = [str(e["txn_id"]) for e in batch.entries]
+        if len(txn_ids) > TXN_KEYS_IN_A_TXN:  # too many for the marker's transaction: before it, on their own
+            coordinator.delete_txn_keys(table_id, txn_ids)
+            txn_ids = []
         newer = replace(
             marker,
             upto=upto,
             time_upto=max((t for t, _ in batch.times), default=marker.time_upto),
             checkpoint=max(batch.checkpoints, default=marker.checkpoint),
         )
-        if not coordinator.advance_archive(table_id, marker, newer):
+        moved = coordinator.advance_archive(table_id, marker, newer, txn_ids)
+        if moved is None:
             logger.info("table %s: another archiver moved the marker first; stopping", table_id)
             break
         archived += len(batch.entries)
         removed += 2 * len(batch.entries) + len(batch.times) + len(batch.checkpoints)
-        marker = coordinator.archive_marker(table_id)
+        marker = moved
     return ArchiveReport(archived, removed, marker.upto, segments)
 
 

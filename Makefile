@@ -12,7 +12,7 @@ S3_STAMP := $(S3_VENV)/.moto-installed
 HELM_VENV ?= .venv-helm
 HELM_STAMP := $(HELM_VENV)/.helm-installed
 
-.PHONY: install test test-fast lint demo bench check
+.PHONY: install test test-fast e2e e2e-local lint demo bench check
 
 install: $(INSTALL_STAMP) $(S3_STAMP) $(HELM_STAMP)
 
@@ -46,6 +46,15 @@ test: install
 # the edit-test loop: everything but the long runs (CI runs `make test`, slow ones included)
 test-fast: install
 	$(PYTHON) -m pytest -m "not e2e and not slow" -q
+
+# the e2e tier against a real cluster: ACIDTABLES_E2E_KUBECONFIG and ACIDTABLES_E2E_IMAGE (README, Testing)
+e2e: install
+	$(PYTHON) -m pytest -m e2e tests/e2e
+
+# the same tier against envtest dressed up as a cluster (test kubelet, controllers, a network namespace
+# of its own: needs root and unshare); several minutes, so not part of CI
+e2e-local: install
+	$(PYTHON) -m tests.helpers.e2e_local
 
 lint: install
 	$(VENV)/bin/ruff check operator tests bench

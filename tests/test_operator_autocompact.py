@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
-from tests.test_operator_tables import catalog_name, events_for, eventually, table_resource
+from tests.helpers.resources import automatic_jobs, catalog_name, events_for, eventually, table_resource
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
@@ -21,11 +20,6 @@ from acidtables.spark import SparkTable
 pytestmark = pytest.mark.slow  # the job starts a Spark JVM in its driver process
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
-
-
-def automatic_jobs(kube_api: envtest.KubeAPI, namespace: str) -> list[dict[str, Any]]:
-    items = kube_api.request("GET", f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/compactionjobs")["items"]
-    return [j for j in items if (j["metadata"].get("labels") or {}).get("acidtables.io/automatic") == "true"]
 
 
 def test_automatic_minor_compaction_next_to_an_in_flight_insert(

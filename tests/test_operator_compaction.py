@@ -14,9 +14,9 @@ import pytest
 from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import catalog_name, eventually, get_job, job_resource, table_resource
 from tests.helpers.servers import enable_auth, make_tls_files
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_tables import catalog_name, eventually, table_resource
 
 from acidtables import Catalog, Table
 from acidtables.core.embedded import EmbeddedEtcd
@@ -24,23 +24,6 @@ from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.operator.compactions import parse_time
 
 pytestmark = pytest.mark.slow  # each job starts a Spark JVM in its driver process
-
-
-def job_resource(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "acidtables.io/v1alpha1",
-        "kind": "CompactionJob",
-        "metadata": {"name": name},
-        # 1 GiB: the test session's own Spark, etcd and API server share the machine with each driver
-        "spec": {"table": "events", "type": "minor", "spark": {"driverMemory": "1g"}, **spec},
-    }
-
-
-def get_job(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = kube_api.request(
-        "GET", f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/compactionjobs/{name}"
-    )
-    return result
 
 
 def wait_until_succeeded(

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import catalog_name, events_for, table_resource
 from tests.helpers.tables import etcd_client
-from tests.test_operator_tables import catalog_name, events_for, table_resource
 
 from acidtables import Catalog
 from acidtables.core.embedded import free_port

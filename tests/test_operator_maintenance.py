@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import catalog_name, events_for, eventually, get, table_resource
 from tests.helpers.tables import staged_parquet
 from tests.test_operator_metrics import scrape
-from tests.test_operator_tables import catalog_name, events_for, eventually, get, table_resource
 
 from acidtables import Catalog, Table
 from acidtables.errors import VersionExpiredError

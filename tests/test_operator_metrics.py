@@ -10,8 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import catalog_name, eventually, table_resource
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_tables import catalog_name, eventually, table_resource
 
 from acidtables import Catalog, Transaction
 from acidtables.errors import ConcurrentAppendException

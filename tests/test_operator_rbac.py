@@ -16,9 +16,9 @@ from tests.helpers import envtest
 from tests.helpers.helm import helm, helm_python
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import catalog_name, events_for, eventually, get, job_resource, table_resource
 from tests.helpers.tables import staged_parquet
-from tests.test_operator_compaction import job_resource, small_files, wait_until_succeeded
-from tests.test_operator_tables import catalog_name, events_for, eventually, get, table_resource
+from tests.test_operator_compaction import small_files, wait_until_succeeded
 
 from acidtables import Catalog
 from acidtables.core.embedded import EmbeddedEtcd

@@ -5,69 +5,15 @@ Each asserts on the API objects, the Events, etcd and the table."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import SPEC, catalog_name, condition, events_for, eventually, get, table_resource
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog
 from acidtables.errors import MetadataChangedException, TableNotFoundError
-
-SPEC: dict[str, Any] = {
-    "schema": [
-        {"name": "id", "type": "bigint", "nullable": False},
-        {"name": "dt", "type": "string"},
-        {"name": "amount", "type": "double"},
-    ],
-    "partitionBy": ["dt"],
-}
-
-
-def table_resource(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "acidtables.io/v1alpha1",
-        "kind": "AcidTable",
-        "metadata": {"name": name},
-        "spec": {**SPEC, **spec},
-    }
-
-
-def get(kube_api: envtest.KubeAPI, namespace: str, name: str) -> dict[str, Any]:
-    path = f"/apis/acidtables.io/v1alpha1/namespaces/{namespace}/acidtables/{name}"
-    result: dict[str, Any] = kube_api.request("GET", path)
-    return result
-
-
-def eventually(check: Callable[[], Any], what: str, operator: OperatorProcess, timeout_seconds: float = 60.0) -> Any:
-    """Poll `check` until it returns something truthy (a deadline, not a sleep), naming `what` and
-    showing the operator's log when it never does."""
-    deadline = time.monotonic() + timeout_seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)  # polling interval of the wait, not synchronisation
-    raise AssertionError(
-        f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n" + operator.log()[-6000:]
-    )
-
-
-def condition(resource: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in resource.get("status", {}).get("conditions", []) if c["type"] == type_), None)
-
-
-def events_for(kube_api: envtest.KubeAPI, namespace: str, name: str) -> list[dict[str, Any]]:
-    items = kube_api.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
-    return [e for e in items if e["involvedObject"].get("name") == name]
-
-
-def catalog_name(namespace: str, name: str) -> str:
-    return f"{namespace.replace('-', '_')}.{name.replace('-', '_')}"
 
 
 def test_a_new_acidtable_becomes_ready_with_its_table_and_status_follows_commits(

@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     elif point == "before-marker-step":
         _before(Coordinator, "advance_archive")
     elif point in ("before-txn-keys", "after-txn-keys"):
-        tablelog.TXN_KEYS_IN_A_TXN = 5  # a batch of 10 versions no longer fits the marker's transaction
+        # a batch of 10 versions no longer fits the marker's transaction
+        tablelog.TXN_KEYS_IN_A_TXN = 5  # type: ignore[attr-defined]
         if point == "before-txn-keys":
             _before(Coordinator, "delete_txn_keys")
         else:

@@ -75,7 +75,8 @@ def _resize_data_file(catalog: Catalog, table: Table) -> str:
 def _edit_checkpoint(catalog: Catalog, table: Table) -> str:
     (version, path) = catalog.services.coordinator.checkpoints(table.table_id)[-1]
     document = json.loads(Path(table.location, path).read_bytes())
-    document["snapshot"]["files"] = document["snapshot"]["files"][1:]  # a file fewer, checksum redone
+    document["snapshot"]["files"] = document["snapshot"]["files"][1:]  # a file fewer, file count and checksum redone
+    document["file_count"] = len(document["snapshot"]["files"])
     document["checksum"] = content_checksum(document["snapshot"])
     Path(table.location, path).write_text(json.dumps(document))
     return f"differs from a replay of the log at version {version}"

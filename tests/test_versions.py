@@ -188,7 +188,7 @@ def test_a_large_commit_record_goes_to_an_immutable_commit_file(catalog: Catalog
     tx.add_files(files)
     info = tx.commit()
     raw = small.services.coordinator.read_log(t.table_id, info.version - 1, info.version)[0]
-    assert set(raw) == {"version", "txn_id", "operation", "commit_file"}
+    assert set(raw) == {"version", "txn_id", "operation", "commit_file", "checksum"}
     stored = json.loads(Path(t.location, raw["commit_file"]).read_text())
     assert CommitRecord.from_json(stored).version == info.version
     assert len(t.snapshot().files) == 40 and len(t.snapshot().partitions()) == 40

@@ -39,7 +39,14 @@ from acidtables.core.errors import (
 from acidtables.core.etcd import Coordinator
 from acidtables.core.events import CommitEvent
 from acidtables.core.events import subscribe as subscribe_to_commits
-from acidtables.core.expressions import Expr, Literal, might_match, parse_predicate, parse_target_predicate
+from acidtables.core.expressions import (
+    Expr,
+    Literal,
+    in_partitions,
+    might_match,
+    parse_predicate,
+    parse_target_predicate,
+)
 from acidtables.core.feed import ChangeFeed, KeyChange, Resync
 from acidtables.core.fsck import FsckCheck, FsckReport
 from acidtables.core.leader import Leadership, campaign
@@ -126,6 +133,7 @@ __all__ = [
     "campaign",
     "files_in_scope",
     "group_app_id",
+    "in_partitions",
     "might_match",
     "parse_duration",
     "parse_predicate",

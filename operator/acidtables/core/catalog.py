@@ -30,7 +30,7 @@ from .locations import Owner, check_location_is_free, check_owner, claim, releas
 from .maintenance import DropReport, delete_table_data
 from .names import IDENTIFIER, split_name
 from .operations import IsolationLevel, OpClass, Operation, Policy
-from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata
+from .records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, seal_entry
 from .services import Services
 from .settings import CommitSettings, EtcdSettings, Settings
 from .storage import GLOB_CHARACTERS, Storage, normalize_location
@@ -89,7 +89,7 @@ class PreparedCreate:
                 self.short,
                 self.entry,
                 metadata.table_id,
-                self.record.to_json(),
+                seal_entry(self.record.to_json()),
                 Head(0, None, self.record.txn_id).to_json(),
             )
         except BaseException:

@@ -31,7 +31,7 @@ from .errors import (
     TableNotFoundError,
 )
 from .etcd import CasResult, CommitAnswerLost
-from .records import CommitInfo, CommitRecord, Head, to_datetime
+from .records import CommitInfo, CommitRecord, Head, seal_entry, to_datetime
 from .services import Services
 from .snapshot import Snapshot, SnapshotBuilder
 
@@ -225,7 +225,7 @@ class _Committer:
     def _log_entry(self, record: CommitRecord, attempt: int) -> bytes:
         """The encoded log entry: the record itself, or (when large) a pointer to an immutable commit file
         written first. Encoded once here; etcd gets these bytes."""
-        encoded = json.dumps(record.to_json(), separators=(",", ":")).encode()
+        encoded = json.dumps(seal_entry(record.to_json()), separators=(",", ":")).encode()
         if len(encoded) <= self.settings.inline_record_max_bytes:
             return encoded
         path = self.storage.commit_file(record.txn_id, attempt)
@@ -243,7 +243,7 @@ class _Committer:
             "operation": record.operation.value,
             "commit_file": path,
         }
-        return json.dumps(pointer, separators=(",", ":")).encode()
+        return json.dumps(seal_entry(pointer), separators=(",", ":")).encode()
 
     def _already_applied(self, intent: CommitRecord) -> CommitInfo | None:
         """D-27: a write whose (app id, version) the table already has is skipped as already applied."""

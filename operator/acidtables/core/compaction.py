@@ -77,7 +77,7 @@ def files_in_scope(snapshot: Snapshot, where: str | None, method: str) -> list[D
     """The snapshot's files in the partitions `where` selects (a condition on partition columns only)."""
     if where is None:
         return snapshot.files
-    expr = parse_predicate(where, snapshot.metadata.column_names)
+    expr = parse_predicate(where, snapshot.metadata.column_types)
     if expr is None or not expr.columns() <= set(snapshot.metadata.partition_by):
         raise InvalidArgumentError(
             f"{method}(): where={where!r} must be a simple condition on partition columns "

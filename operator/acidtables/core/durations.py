@@ -35,7 +35,12 @@ def parse_duration(value: DurationLike, *, argument: str, method: str) -> timede
         )
     if not math.isfinite(seconds) or seconds < 0:
         raise InvalidArgumentError(f"{method}(): {argument}={value!r} must be a duration of 0 or more")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:  # a timedelta holds under 1e9 days
+        raise InvalidArgumentError(
+            f"{method}(): {argument}={value!r} is longer than any duration acidtables can hold (under 1e9 days)"
+        ) from None
 
 
 def spell_duration(duration: timedelta) -> str:

@@ -44,7 +44,8 @@ class TableNotFoundError(AcidTablesError, LookupError):
 
 class CorruptMetadataError(AcidTablesError):
     """A value acidtables wrote (a table's head, a log entry, its catalog entry, the time index, a commit
-    file) cannot be read back: truncated, not UTF-8, not JSON, or JSON of the wrong shape. The damaged
+    file) cannot be read back: truncated, not UTF-8, not JSON, JSON of the wrong shape, or (a log entry,
+    a commit file) not matching its checksum. The damaged
     table refuses commits (nothing is written on top of it); other tables are not affected."""
 
     def __init__(self, message: str, *, key: str, table: str | None = None) -> None:

@@ -175,9 +175,17 @@ def _checkpoint_entry(value: bytes, meta: Any) -> tuple[int, str]:
     return _integer(key.rsplit("/", 1)[1].encode(), key), value.decode()
 
 
+def _log_entry(value: bytes, key: str) -> dict[str, Any]:
+    """A log entry, which names the version its key names: a damaged digit would otherwise move it."""
+    data = _versioned(value, key)
+    if key.rsplit("/", 1)[-1] != _pad(data["version"]):
+        raise CorruptMetadataError(f"etcd key {key} holds a log entry of version {data['version']}", key=key)
+    return data
+
+
 def _log_entries(kvs: Any) -> list[dict[str, Any]]:
     return sorted(
-        (_versioned(v, m.key.decode(errors="replace")) for v, m in kvs), key=lambda entry: int(entry["version"])
+        (_log_entry(v, m.key.decode(errors="replace")) for v, m in kvs), key=lambda entry: int(entry["version"])
     )
 
 
@@ -684,7 +692,7 @@ class Coordinator:
         to sort, whatever the limit, so readers never ask for "newest first, limit n"."""
         start, end = self._log_range(table_id, after, upto)
         values = self._paged_range("a log read", start, end)
-        return [_versioned(v, m.key.decode(errors="replace")) for v, m in values]
+        return [_log_entry(v, m.key.decode(errors="replace")) for v, m in values]
 
     def _paged_range(self, what: str, start: str, end: str) -> list[tuple[bytes, Any]]:
         """Every key in [start, end), in key order, RANGE_PAGE_KEYS at a time: no answer approaches

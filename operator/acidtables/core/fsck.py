@@ -18,16 +18,14 @@ found, so the answer to "is the table broken" comes with where.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import AcidTablesError
 from .records import CommitRecord
 from .retention import read_retention
-from .services import Services
+from .services import Services, proven_checkpoint
 from .snapshot import Snapshot, SnapshotBuilder
-from .storage import content_checksum
 
 #: problems listed per check at most (a table broken everywhere would otherwise print its whole log)
 MAX_PROBLEMS = 50
@@ -197,13 +195,9 @@ def _compare_checkpoint(
     services: Services, location: str, path: str, version: int, replayed: dict[str, Any], check: FsckCheck
 ) -> None:
     try:
-        document = json.loads(services.storage(location).read(path))
-        content = document["snapshot"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        check.fail(f"checkpoint {path} of version {version} cannot be read ({exc})")
-        return
-    if document.get("checksum") != content_checksum(content):
-        check.fail(f"checkpoint {path} of version {version}: its checksum does not match its content")
+        content = proven_checkpoint(services.storage(location).read(path), version)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        check.fail(f"checkpoint {path} of version {version} does not prove itself ({exc})")
         return
     try:
         stored = Snapshot.from_json(content).to_json()

@@ -6,7 +6,8 @@ import re
 
 from .errors import InvalidArgumentError
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: \Z, not $: `$` also matches before a trailing newline, which would let "orders\n" through as a name
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_NAMESPACE = "default"
 #: Hive's identifier limit; a name is a path component of the default location (file systems allow 255 bytes)
 MAX_NAME_LENGTH = 128

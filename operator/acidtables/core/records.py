@@ -10,14 +10,16 @@ or checkpoint entry that holds it, which the reader passes to `DataFile.from_jso
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from .expressions import ColumnBounds, Expr, Literal, expr_from_json
 from .operations import IsolationLevel, OpClass, Operation, Policy
+from .storage import content_checksum
 
 FORMAT_VERSION = 1
 
@@ -33,7 +35,12 @@ class ColumnStats:
     def bounds(self, rows: int) -> ColumnBounds:
         has_nulls = self.null_count is None or self.null_count > 0
         only_nulls = self.null_count is not None and rows > 0 and self.null_count >= rows
-        return ColumnBounds(self.min, self.max, has_nulls, only_nulls)
+        # NaN sorts above every number in Spark, and Spark's Parquet writer makes it the max of a column
+        # that holds one: a NaN bound is no bound (a comparison with it is always false, and would prune
+        # the file of every row Spark's `amount > 3` keeps)
+        lower = None if isinstance(self.min, float) and math.isnan(self.min) else self.min
+        upper = None if isinstance(self.max, float) and math.isnan(self.max) else self.max
+        return ColumnBounds(lower, upper, has_nulls, only_nulls)
 
 
 def partition_spec(partition: Mapping[str, Literal]) -> str | None:
@@ -176,6 +183,11 @@ class TableMetadata:
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    @property
+    def column_types(self) -> dict[str, str]:
+        """{name: type}: what the predicate parser needs to tell a literal Spark compares after a cast."""
+        return {c.name: c.type for c in self.columns}
 
     @property
     def deletion_vectors(self) -> bool:
@@ -440,3 +452,30 @@ class CommitInfo:
     files_removed: int = 0
     #: True for an append that read nothing of the table (Delta's isBlindAppend, conflict-rules §1.3 INS)
     is_blind_append: bool = False
+
+
+#: a log entry's (and a commit file's) SHA-256 of the rest of it, as `storage.content_checksum` spells
+#: it: a digit flipped in etcd or on disk would otherwise read back as another, well-formed record
+CHECKSUM_FIELD = "checksum"
+#: the fields an entry written before checksums may hold: the record's own, and a commit file's pointer
+_UNSEALED_FIELDS = frozenset(f.name for f in fields(CommitRecord)) | {"format", "commit_file"}
+
+
+def seal_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """`entry` with its checksum, as the committer writes it to etcd or to a commit file."""
+    return {**entry, CHECKSUM_FIELD: content_checksum(entry)}
+
+
+def unseal_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """`entry` without its checksum, once the checksum proves the rest; ValueError saying why not. An
+    entry without a checksum was written before there were checksums, so it can hold only the fields
+    those versions wrote (a damaged key name, the checksum's own included, is found that way)."""
+    rest = {k: v for k, v in entry.items() if k != CHECKSUM_FIELD}
+    if CHECKSUM_FIELD in entry:
+        if entry[CHECKSUM_FIELD] != content_checksum(rest):
+            raise ValueError("its checksum does not match its content")
+        return rest
+    unknown = sorted(set(rest) - _UNSEALED_FIELDS)
+    if unknown:
+        raise ValueError(f"it has no checksum and fields acidtables never writes: {', '.join(map(repr, unknown[:5]))}")
+    return rest

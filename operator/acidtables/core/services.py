@@ -23,7 +23,7 @@ from .archive import Archive
 from .errors import CorruptMetadataError
 from .etcd import Coordinator
 from .events import CommitEvent
-from .records import CommitRecord
+from .records import CommitRecord, unseal_entry
 from .settings import Settings
 from .snapshot import Snapshot, SnapshotBuilder
 from .storage import Storage, content_checksum
@@ -105,14 +105,18 @@ class Services:
     def decode_log_entry(self, location: str, entry: dict[str, Any]) -> CommitRecord:
         """A log entry is the record itself, or a pointer to the immutable commit file holding it.
 
-        Either one damaged (unreadable, not JSON, not the shape of a record) is CorruptMetadataError
-        naming the version and the file, never a raw decoding error."""
+        Either one damaged (unreadable, not JSON, not the shape of a record, not matching its checksum)
+        is CorruptMetadataError naming the version and the file, never a raw decoding error."""
         version = entry.get("version", "?")
+        try:
+            entry = unseal_entry(entry)
+        except ValueError as exc:
+            raise CorruptMetadataError(f"log entry {version} cannot be trusted: {exc}", key=f"log/{version}") from None
         if "commit_file" in entry:
             path = str(entry["commit_file"])
             try:
-                entry = json.loads(self.storage(location).read(path))
-            except (OSError, ValueError) as exc:
+                entry = unseal_entry(json.loads(self.storage(location).read(path)))
+            except (OSError, ValueError, AttributeError) as exc:  # AttributeError: JSON, but not an object
                 raise CorruptMetadataError(
                     f"commit file {path} of log entry {version} at {location} is unreadable ({exc})", key=path
                 ) from None
@@ -216,6 +220,24 @@ class BackgroundArchiver:
                     self._changed.notify_all()
 
 
+def proven_checkpoint(raw: bytes, version: int) -> dict[str, Any]:
+    """The snapshot a checkpoint file holds, once it proves itself: its version, file count and checksum
+    match its content (a torn or edited file is recognised instead of trusted). ValueError, KeyError,
+    TypeError or AttributeError say why not. The reader and fsck prove checkpoints the same way."""
+    document = json.loads(raw)
+    content = document["snapshot"]
+    problems = []
+    if document.get("version") != version or content.get("version") != version:
+        problems.append(f"it is registered as version {version} but says {document.get('version')}")
+    if document.get("checksum") != content_checksum(content):
+        problems.append("its checksum does not match its content")
+    if document.get("file_count") != len(content.get("files", ())):
+        problems.append("its file count does not match its file list")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return dict(content)
+
+
 class SnapshotCache:
     """Loads snapshots reading only what is new: from a cached snapshot, else from the nearest checkpoint.
 
@@ -280,18 +302,7 @@ class SnapshotCache:
         itself: its version, file count and checksum must match. The log still has everything, so a
         checkpoint is never trusted, only used."""
         try:
-            document = json.loads(self.services.storage(location).read(path))
-            content = document["snapshot"]
-            problems = []
-            if document.get("version") != version or content.get("version") != version:
-                problems.append(f"it is registered as version {version} but says {document.get('version')}")
-            if document.get("checksum") != content_checksum(content):
-                problems.append("its checksum does not match its content")
-            if document.get("file_count") != len(content.get("files", ())):
-                problems.append("its file count does not match its file list")
-            if problems:
-                raise ValueError("; ".join(problems))
-            return Snapshot.from_json(content)
+            return Snapshot.from_json(proven_checkpoint(self.services.storage(location).read(path), version))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             # a checkpoint is an optimisation: if it is unreadable the log still has everything
             logger.warning("checkpoint %s of %s is ignored (%s); reading the log instead", path, location, exc)

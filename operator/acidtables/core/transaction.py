@@ -212,7 +212,7 @@ class Transaction:
             raise InvalidArgumentError(
                 f"{method}(): predicate must be a SQL string or an Expr, found {type(predicate).__name__}"
             )
-        return parse_predicate(predicate, self.metadata.column_names)
+        return parse_predicate(predicate, self.metadata.column_types)
 
     def parse(self, predicate: str | Expr | None) -> Expr | None:
         """The predicate as core understands it, or None (read as "the whole table")."""

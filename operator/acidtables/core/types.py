@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from .errors import AcidTablesError, InvalidArgumentError
+from .names import IDENTIFIER
 
 #: the primitive types, as Spark SQL names them (with its synonyms)
 PRIMITIVE_TYPES = (
@@ -38,7 +39,8 @@ SUPPORTED = (
     + ", DECIMAL(p,s), CHAR(n), VARCHAR(n), ARRAY<type>, MAP<key type, value type>, STRUCT<name: type, ...>"
 )
 
-_TOKEN = re.compile(r"\s*(?:(?P<word>`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)|(?P<number>\d+)|(?P<punct>[<>(),:]))")
+# [0-9], not \d: \d also matches other scripts' digits, which int() reads but Spark's type parser refuses
+_TOKEN = re.compile(r"\s*(?:(?P<word>`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)|(?P<number>[0-9]+)|(?P<punct>[<>(),:]))")
 
 
 class _Unsupported(AcidTablesError):
@@ -70,7 +72,7 @@ class _Parser:
 
     def number(self) -> str:
         token = self.take()
-        if not token.isdigit():
+        if not (token.isascii() and token.isdigit()):
             raise _Unsupported(f"expected a number, found {token!r}")
         return token
 
@@ -91,7 +93,7 @@ class _Parser:
             fields = []
             while True:
                 name = self.take().strip("`")
-                if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+                if not IDENTIFIER.match(name):
                     raise _Unsupported(f"field name {name!r} is not a plain identifier")
                 if self.peek() == ":":
                     self.take(":")

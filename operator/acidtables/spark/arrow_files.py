@@ -139,6 +139,18 @@ def _directory(meta: TableMetadata, partition: dict[str, Any]) -> str:
     return "".join(s + "/" for s in segments)
 
 
+def _statistics(data: pa.Table) -> bool | list[str]:
+    """The columns whose Parquet statistics are written: all but floating-point ones holding a NaN.
+    pyarrow leaves NaN out of a column's max, where Spark orders it above every number, so with such a
+    max both Spark's Parquet filter pushdown and core's pruning would skip the file for `amount > 3`."""
+    nan = [
+        name
+        for name in data.column_names
+        if pa.types.is_floating(data.column(name).type) and pc.any(pc.is_nan(data.column(name))).as_py()
+    ]
+    return [name for name in data.column_names if name not in nan] if nan else True
+
+
 def write_rows(
     meta: TableMetadata, storage: Storage, txn_id: str, data: pa.Table, *, overwrite: bool
 ) -> list[DataFile]:
@@ -165,7 +177,8 @@ def write_rows(
         partition = dict(zip(meta.partition_by, key, strict=True))
         relative = f"{base}/{_directory(meta, partition)}part-{uuid.uuid4().hex}.parquet"
         sink = pa.BufferOutputStream()
-        pq.write_table(data.take(pa.array(positions, pa.int64())).select(stored), sink, compression="snappy")
+        written = data.take(pa.array(positions, pa.int64())).select(stored)
+        pq.write_table(written, sink, compression="snappy", write_statistics=_statistics(written))
         payload = sink.getvalue().to_pybytes()
         storage.write_exclusive(relative, payload)
         rows, stats = footer_stats(pq.ParquetFile(pa.BufferReader(payload)).metadata)

@@ -96,9 +96,9 @@ def write_staged(
         refused = _CHECK_FAILED.search(str(exc))
         if refused is not None:
             raise InvalidArgumentError(refused.group(1).strip() + "; nothing was committed") from None
-        too_long = _too_long_partition_value(df, meta)
-        if too_long is not None:
-            raise InvalidArgumentError(too_long) from None
+        unwritable = _unwritable_partition_value(df, meta)
+        if unwritable is not None:
+            raise InvalidArgumentError(unwritable) from None
         raise
     files = []
     for info in storage.walk(relative_dir):
@@ -203,15 +203,24 @@ def guarded(df: DataFrame, meta: TableMetadata) -> DataFrame:
     return df.select(*out)
 
 
-def _too_long_partition_value(df: DataFrame, meta: TableMetadata) -> str | None:
-    """Why a failed write failed, when a partition value cannot be a directory name (`name=value` holds
-    255 bytes at most; file systems word that failure differently, so the data is asked, once it failed)."""
+def _unwritable_partition_value(df: DataFrame, meta: TableMetadata) -> str | None:
+    """Why a failed write failed, when a partition value cannot be a directory name: too long
+    (`name=value` holds 255 bytes at most; file systems word that failure differently), or holding a
+    NUL, which Spark does not escape and no file system takes. The data is asked once the write failed."""
     for name in meta.partition_by:
-        longest = df.select(F.max(F.octet_length(F.col(f"`{name}`").cast("string")))).first()
-        if longest is not None and longest[0] is not None:
-            message = too_long_message(meta, name, longest[0])
-            if message:
-                return message
+        text = F.col(f"`{name}`").cast("string")
+        found = df.select(F.max(F.octet_length(text)), F.max(text.contains("\x00").cast("int"))).first()
+        if found is None:
+            continue
+        longest, nul = found
+        message = too_long_message(meta, name, longest) if longest is not None else None
+        if message:
+            return message
+        if nul:
+            return (
+                f"partition column {name} of {meta.name} has a value holding the character NUL (\\x00), which no "
+                "directory name can hold; nothing was committed"
+            )
     return None
 
 

@@ -137,11 +137,19 @@ def _validate(merge: MergeBuilder) -> None:
 
     resolve("condition", merge.condition, lambda text: target.join(source, F.expr(text), "full_outer"))
     joined = target.join(source, F.expr(merge.condition), "full_outer")
+    types = {c.name.lower(): spark_type(c.type) for c in meta.columns}
     for clause in (*merge.matched, *merge.not_matched):
         if clause.condition is not None:
             resolve(f"{clause.kind} condition", clause.condition, lambda text: joined.filter(F.expr(text)))
         for column, expression in (clause.values or {}).items():
-            resolve(f"value of {column}", expression, lambda text: joined.select(F.expr(text)))
+            # cast as the write will and beside the other columns, so a value of a type the column cannot
+            # hold, or an aggregate, fails here
+            type_ = types.get(str(column).lower())
+            resolve(
+                f"value of {column}",
+                expression,
+                lambda text: joined.select("*", F.expr(text) if type_ is None else F.expr(text).cast(type_)),  # noqa: B023
+            )
 
 
 def _evolved_columns(merge: MergeBuilder, meta: TableMetadata) -> list[Column_]:
@@ -206,7 +214,7 @@ def _run(merge: MergeBuilder) -> Prepared:
         evolved = _evolved_columns(merge, meta)
         if evolved:
             tx.update_metadata(add_columns=evolved, method="merge")
-        expr = parse_target_predicate(merge.condition, meta.column_names, TARGET)
+        expr = parse_target_predicate(merge.condition, meta.column_types, TARGET)
         # primary-key tables prune by partition only: see modify._merge_on_read
         files = tx.snapshot.prune(expr, partitions_only=bool(meta.primary_key))
         tx.record_read(predicate=expr, files=files, whole_table=expr is None)

@@ -22,7 +22,7 @@ from acidtables.core import FileKind, InvalidArgumentError, Table, TableMetadata
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing
 from .scan import read_files, read_snapshot_rows
-from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type, table_struct
 
 
 def holds(condition: str | None) -> Column:
@@ -148,6 +148,8 @@ def modify(
         meta = tx.metadata
         if assignments is not None:
             assignments = check_assignments(meta, assignments, operation)
+            for column, expression in assignments.items():
+                validate_value(spark, meta, column, expression, operation)
         if condition is not None:
             validate_condition(spark, meta, condition, operation)
         if meta.primary_key:
@@ -161,12 +163,23 @@ def modify(
 
 def validate_condition(spark: SparkSession, meta: TableMetadata, condition: str, method: str) -> None:
     """Resolve the condition against the table's columns now, so a typo fails before any work."""
-    from .schema import table_struct
-
     try:
         spark.createDataFrame([], table_struct(meta)).filter(F.expr(condition)).schema  # noqa: B018
     except Exception as exc:  # AnalysisException / ParseException: report them as our own error
         first = str(exc).strip().splitlines()[0]
         raise InvalidArgumentError(
             f"{method}(): condition {condition!r} is not valid for {meta.name}: {first}"
+        ) from None
+
+
+def validate_value(spark: SparkSession, meta: TableMetadata, column: str, expression: str, method: str) -> None:
+    """Resolve an assigned expression now, in the projection the update runs (cast to its column's type,
+    beside the other columns, so an aggregate fails too): a typo fails even when no row matches, and
+    never after the job has started."""
+    try:
+        spark.createDataFrame([], table_struct(meta)).select(*assigned(meta, {column: expression})).schema  # noqa: B018
+    except Exception as exc:  # AnalysisException / ParseException: report them as our own error
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidArgumentError(
+            f"{method}(): value {expression!r} for {column} is not valid for {meta.name}: {first}"
         ) from None

@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from acidtables.core import CommitInfo, Transaction
+from pyspark.errors import PySparkException
+
+from acidtables.core import CommitInfo, InvalidArgumentError, Transaction
 
 
 @dataclass
@@ -45,12 +47,31 @@ class Prepared:
             self.abort()
 
 
+def row_failure(exc: BaseException) -> str | None:
+    """Spark's reason when a job failed evaluating an expression on a row of the data (SQLSTATE class
+    22, a data exception such as a failed cast or a division by zero under ANSI; P0001, `raise_error`),
+    else None: what the statement asked for cannot be done with these rows, which is the caller's to fix."""
+    if not isinstance(exc, PySparkException):
+        return None
+    state = exc.getSqlState() or ""
+    if state.startswith("22") or state == "P0001":
+        return str(exc).strip().splitlines()[0]
+    return None
+
+
 @contextmanager
 def preparing(transaction: Transaction) -> Iterator[Transaction]:
     """Abort (delete staged files) if anything fails while preparing; a killed job leaves only staged
-    files, which the table's cleanup removes once its lease is gone."""
+    files, which the table's cleanup removes once its lease is gone. A row Spark cannot evaluate the
+    statement's expressions on is reported as InvalidArgumentError naming the operation and the table."""
     try:
         yield transaction
-    except BaseException:
+    except BaseException as exc:
         transaction.abort()
-        raise
+        reason = row_failure(exc)
+        if reason is None:
+            raise
+        raise InvalidArgumentError(
+            f"{transaction.operation.value}(): Spark could not evaluate it on a row of {transaction.table_name}: "
+            f"{reason}. Nothing was committed"
+        ) from None

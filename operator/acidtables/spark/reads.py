@@ -29,7 +29,7 @@ def read_snapshot(spark: SparkSession, table: Table, snapshot: Snapshot, where: 
         if not isinstance(where, str):
             raise InvalidArgumentError(f"read(): where must be a SQL string, found {type(where).__name__}")
         validate_condition(spark, meta, where, "read")
-    expr = parse_predicate(where, meta.column_names) if where else None
+    expr = parse_predicate(where, meta.column_types) if where else None
     df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr))
     return df.filter(F.expr(where)) if where else df
 

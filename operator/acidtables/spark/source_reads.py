@@ -86,7 +86,7 @@ def _scan_reads(scan: Any, tx: Transaction) -> SourceReads | None:
         return None
     meta = tx.metadata
     filters = [_predicate_text(f.sql()) for f in (*_iterate(scan.partitionFilters()), *_iterate(scan.dataFilters()))]
-    predicate = parse_predicate(" AND ".join(filters), meta.column_names) if filters else None
+    predicate = parse_predicate(" AND ".join(filters), meta.column_types) if filters else None
     listed = {unquote(without_file_scheme(str(p))) for p in scan.relation().location().inputFiles()}
     live = [f for f in tx.snapshot.files if file_key(tx.storage, f) in listed]
     if predicate is None:

@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from acidtables.core import HIVE_NULL, InvalidArgumentError, Literal, Table, TableMetadata, Transaction
+from acidtables.core import (
+    HIVE_NULL,
+    InvalidArgumentError,
+    Literal,
+    Table,
+    TableMetadata,
+    Transaction,
+    in_partitions,
+)
 
 from .files import file_kind, write_staged
 from .prepared import Prepared, preparing
@@ -30,21 +38,14 @@ from .schema import (
 from .source_reads import record_source_reads
 
 
-def _sql_literal(value: Literal) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def partition_predicate(partitions: list[Mapping[str, Literal]]) -> str:
-    """A SQL predicate selecting exactly these partitions (core parses it for the read set)."""
-    clauses = []
-    for p in partitions:
-        parts = [f"{k} IS NULL" if v is None else f"{k} = {_sql_literal(v)}" for k, v in p.items()]
-        clauses.append("(" + " AND ".join(parts) + ")")
-    return " OR ".join(clauses) if clauses else "FALSE"
+def outside_partition(meta: TableMetadata, partition: Mapping[str, Literal]) -> Column:
+    """Rows of a DataFrame that do not belong to `partition`, NULLs included (a NULL is outside a
+    partition with a value, and inside the NULL partition)."""
+    types = {c.name: spark_type(c.type) for c in meta.columns}
+    inside: Column = F.lit(True)
+    for column, value in partition.items():
+        inside = inside & F.col(f"`{column}`").eqNullSafe(F.lit(value).cast(types[column]))
+    return ~inside
 
 
 def prepare_rows(df: DataFrame, tx: Transaction, *, method: str, merge_schema: bool = False) -> DataFrame:
@@ -130,7 +131,7 @@ def insert_overwrite(
             for column, value in canonical.items():
                 if column.lower() not in {c.lower() for c in df.columns}:
                     source = source.withColumn(column, F.lit(value).cast(types[column]))
-            stray = source.filter(~F.expr(partition_predicate([canonical]))).limit(1).count()
+            stray = source.filter(outside_partition(meta, canonical)).limit(1).count()
             if stray:
                 raise InvalidArgumentError(
                     f"{method}(): the DataFrame has rows outside partition {canonical}; filter them or use dynamic=True"
@@ -145,7 +146,7 @@ def insert_overwrite(
         if targets is None:
             replace_all(tx)
         else:
-            tx.remove_files(tx.scan(partition_predicate(targets)))
+            tx.remove_files(tx.scan(in_partitions(targets)))
             tx.set_scope(targets)
         files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=True))
         tx.add_files(files)
@@ -163,9 +164,9 @@ def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Pre
                 raise InvalidArgumentError(f"truncate(): {meta.name} is not partitioned")
             _check_partition(meta.partition_by, partition, "truncate")
             canonical = _canonical_partition(meta, partition, "truncate")
-            tx.remove_files(tx.scan(partition_predicate([canonical])))
+            tx.remove_files(tx.scan(in_partitions([canonical])))
             tx.set_scope([canonical])
     return Prepared(tx)
 
 
-__all__ = ["data_columns", "insert_into", "insert_overwrite", "partition_predicate", "replace_all", "truncate"]
+__all__ = ["data_columns", "insert_into", "insert_overwrite", "outside_partition", "replace_all", "truncate"]

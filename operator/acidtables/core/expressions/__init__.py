@@ -20,6 +20,7 @@ from .tree import (
     Not,
     Or,
     expr_from_json,
+    in_partitions,
     negate,
     restrict_to_columns,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Not",
     "Or",
     "expr_from_json",
+    "in_partitions",
     "might_match",
     "negate",
     "parse_predicate",

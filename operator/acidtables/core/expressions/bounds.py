@@ -43,30 +43,31 @@ def _comparable(a: Literal, b: Literal) -> bool:
 
 
 def _compare_might_match(bounds: ColumnBounds, op: str, value: Literal) -> bool:
+    """Either bound may be unknown (None): a floating-point column keeps only its lower one."""
     if bounds.only_nulls:
         return False  # a comparison with NULL is never true
     lower, upper = bounds.lower, bounds.upper
     if value is None:
         return False
-    if lower is None or upper is None:
+    if lower is None and upper is None:
         return True  # no statistics: anything may be there
-    if not (_comparable(lower, value) and _comparable(upper, value)):
+    if any(b is not None and not _comparable(b, value) for b in (lower, upper)):
         return True  # mismatched types: don't guess
     lo: Any = lower
     hi: Any = upper
     v: Any = value
     if op == "=":
-        return bool(lo <= v <= hi)
+        return (lo is None or lo <= v) and (hi is None or v <= hi)
     if op == "!=":
-        return not (lo == hi == v)
+        return not (lo is not None and lo == hi == v)
     if op == "<":
-        return bool(lo < v)
+        return lo is None or bool(lo < v)
     if op == "<=":
-        return bool(lo <= v)
+        return lo is None or bool(lo <= v)
     if op == ">":
-        return bool(hi > v)
+        return hi is None or bool(hi > v)
     if op == ">=":
-        return bool(hi >= v)
+        return hi is None or bool(hi >= v)
     raise ValueError(f"unknown comparison {op!r}")
 
 

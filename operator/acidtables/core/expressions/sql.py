@@ -8,28 +8,32 @@ understanding less can only widen a read set, never hide a conflict.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import AcidTablesError
 from .tree import COMPARISONS, And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
 
+# Tokens are cut where Spark's lexer cuts them, so no part of a string literal or a comment is ever
+# read as an AND, a column or a value: strings take backslash escapes and may be double-quoted, and
+# comments run to the end of the line (--) or to */.
 _TOKEN = re.compile(
     r"""\s*(?:
-        (?P<string>'(?:[^']|'')*')
-      | (?P<number>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+        (?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))
+      | (?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+      | (?P<number>-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)
       | (?P<op><=|>=|<>|!=|==|=|<|>)
       | (?P<punct>[(),])
       | (?P<ident>`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)
       | (?P<other>\S)
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.DOTALL,
 )
 
 
 @dataclass(frozen=True)
 class Token:
-    #: string, number, op, punct, ident, or other (any character outside the subset: `%`, `+`, ...)
+    #: string, number, op, punct, ident, comment, or other (any character outside the subset: `%`, `+`, ...)
     kind: str
     text: str
     start: int
@@ -53,13 +57,42 @@ class _Unsupported(AcidTablesError):
     """Control flow inside this module: the text uses something outside the subset (never escapes)."""
 
 
+#: column types whose stored values (partition values, statistics) compare with a literal in Python as
+#: Spark compares them; FLOAT is left out (a float32 value widened to a double is not the literal it
+#: was written as), and so are DECIMAL, TIMESTAMP and BINARY (kept as text, or without statistics)
+_NUMERIC_TYPES = frozenset(("TINYINT", "BYTE", "SMALLINT", "SHORT", "INT", "INTEGER", "BIGINT", "LONG", "DOUBLE"))
+_TEXT_TYPES = frozenset(("STRING", "CHAR", "VARCHAR"))
+#: the one spelling of a date the log holds (partition values, statistics)
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _fits(type_name: str | None, value: Literal, typed: str | None) -> bool:
+    """Whether comparing `value` with a column's stored values in Python gives Spark's answer.
+
+    Spark casts one side to the other's type (`day = '2026-11-1'` is true for 2026-11-01, and a STRING
+    compared with DATE '2026-11-01' is read as a date), so a literal is used only where no cast changes
+    the outcome. `typed` is DATE or TIMESTAMP for `DATE '...'`; `type_name` None means no types are known
+    (the caller passed names only)."""
+    if type_name is None or value is None:
+        return True
+    base = type_name.strip().upper().split("(")[0]
+    if typed is not None:
+        return typed == "DATE" and base == "DATE" and isinstance(value, str) and _ISO_DATE.fullmatch(value) is not None
+    if isinstance(value, bool):
+        return base == "BOOLEAN"
+    if isinstance(value, int | float):
+        return base in _NUMERIC_TYPES
+    return base in _TEXT_TYPES or (base == "DATE" and _ISO_DATE.fullmatch(value) is not None)
+
+
 class _Parser:
-    def __init__(self, text: str, column_of: Callable[[str], str | None]) -> None:
-        self.tokens = [(t.kind, t.text) for t in tokenize(text)]
+    def __init__(self, text: str, column_of: Callable[[str], str | None], type_of: Callable[[str], str | None]) -> None:
+        self.tokens = [(t.kind, t.text) for t in tokenize(text) if t.kind != "comment"]
         other = next((t for t in self.tokens if t[0] == "other"), None)
         if other is not None:
             raise _Unsupported(other[1])
         self.column_of = column_of
+        self.type_of = type_of
         self.i = 0
 
     def peek(self) -> tuple[str, str] | None:
@@ -102,23 +135,38 @@ class _Parser:
             return Not(self.not_expr())
         return self.atom()
 
-    def literal(self) -> Literal:
+    def literal(self) -> tuple[Literal, str | None]:
+        """A literal, and DATE or TIMESTAMP when it is typed (`DATE '2026-11-01'`)."""
         tok = self.peek()
         if tok is None:
             raise _Unsupported("end of predicate")
         kind, text = tok
         self.i += 1
         if kind == "string":
-            return text[1:-1].replace("''", "'")
+            # Spark reads backslash escapes (a newline, a unicode or octal escape, a quote) its own way,
+            # and a double-quoted string may be an identifier: both are left to Spark
+            if text.startswith('"') or "\\" in text:
+                raise _Unsupported(text)
+            return text[1:-1].replace("''", "'"), None
         if kind == "number":
-            return float(text) if any(c in text for c in ".eE") else int(text)
+            return float(text) if any(c in text for c in ".eE") else int(text), None
         if kind == "ident" and text.upper() in ("TRUE", "FALSE"):
-            return text.upper() == "TRUE"
+            return text.upper() == "TRUE", None
         if kind == "ident" and text.upper() == "NULL":
-            return None
+            return None, None
         if kind == "ident" and text.upper() in ("DATE", "TIMESTAMP"):
-            return self.literal()  # DATE '2026-11-01' compares as its ISO string
+            value, typed = self.literal()  # DATE '2026-11-01' compares as its ISO string
+            if not isinstance(value, str) or typed is not None:
+                raise _Unsupported(text)
+            return value, text.upper()
         raise _Unsupported(text)
+
+    def value_for(self, column: str, literal: tuple[Literal, str | None]) -> Literal:
+        """The literal's value, where comparing it with `column` in Python is what Spark does."""
+        value, typed = literal
+        if not _fits(self.type_of(column), value, typed):
+            raise _Unsupported(f"{value!r} against {column}")
+        return value
 
     def column(self) -> str:
         name = self.expect("ident")
@@ -141,9 +189,10 @@ class _Parser:
             return Const(tok[1].upper() == "TRUE")
         if tok and tok[0] in ("string", "number"):
             # literal on the left: `'x' = col`
-            value = self.literal()
+            literal = self.literal()
             op = self.expect("op")
             col = self.column()
+            value = self.value_for(col, literal)
             mirrored = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
             return self._compare(col, mirrored, value)
         col = self.column()
@@ -155,23 +204,23 @@ class _Parser:
         negated = self.keyword("NOT")
         if self.keyword("IN"):
             self.expect("punct", "(")
-            values = [self.literal()]
+            values = [self.value_for(col, self.literal())]
             while self.peek() == ("punct", ","):
                 self.i += 1
-                values.append(self.literal())
+                values.append(self.value_for(col, self.literal()))
             self.expect("punct", ")")
             return In(col, tuple(values), negated)
         if self.keyword("BETWEEN"):
-            low = self.literal()
+            low = self.value_for(col, self.literal())
             if not self.keyword("AND"):
                 raise _Unsupported("BETWEEN without AND")
-            high = self.literal()
+            high = self.value_for(col, self.literal())
             between = And((Compare(col, ">=", low), Compare(col, "<=", high)))
             return Not(between) if negated else between
         if negated:
             raise _Unsupported("NOT after a column")
         op = self.expect("op")
-        value = self.literal()
+        value = self.value_for(col, self.literal())
         return self._compare(col, op, value)
 
     @staticmethod
@@ -184,12 +233,16 @@ class _Parser:
         return Compare(col, op, value)
 
 
-def parse_predicate(text: str, columns: Sequence[str]) -> Expr | None:
+Columns = Sequence[str] | Mapping[str, str]
+
+
+def parse_predicate(text: str, columns: Columns) -> Expr | None:
     """Parse a SQL predicate over `columns`, or return None if it uses anything beyond the subset.
 
     The subset: comparisons with literals, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT, parentheses, and
     column names optionally qualified (`t.dt`). None means "could not understand", which callers treat
-    as a read of the whole table (conservative), never as "reads nothing".
+    as a read of the whole table (conservative), never as "reads nothing". Given {name: type} (what a
+    table's metadata knows), a comparison Spark would answer with a cast is not understood either.
     """
     by_lower = {c.lower(): c for c in columns}
 
@@ -198,20 +251,27 @@ def parse_predicate(text: str, columns: Sequence[str]) -> Expr | None:
         return by_lower.get(bare.lower())
 
     try:
-        return _Parser(text, column_of).parse()
+        return _Parser(text, column_of, _types_of(columns)).parse()
     except _Unsupported:
         pass
     # Drop the AND-ed parts it cannot read: a conjunction of fewer parts selects more rows, so the read
     # set only widens (safe), and `dt = 'b' AND id % 2 = 0` still narrows to partition b.
-    return _readable_conjuncts(text, column_of)
+    return _readable_conjuncts(text, column_of, _types_of(columns))
 
 
-def _readable_conjuncts(text: str, column_of: Callable[[str], str | None]) -> Expr | None:
+def _types_of(columns: Columns) -> Callable[[str], str | None]:
+    types = dict(columns) if isinstance(columns, Mapping) else {}
+    return types.get
+
+
+def _readable_conjuncts(
+    text: str, column_of: Callable[[str], str | None], type_of: Callable[[str], str | None]
+) -> Expr | None:
     """The AND of the top-level conjuncts the parser understands; None if it understands none."""
     kept = []
     for part in split_conjuncts(text):
         try:
-            kept.append(_Parser(part, column_of).parse())
+            kept.append(_Parser(part, column_of, type_of).parse())
         except _Unsupported:
             continue
     if not kept:
@@ -220,15 +280,19 @@ def _readable_conjuncts(text: str, column_of: Callable[[str], str | None]) -> Ex
 
 
 def split_conjuncts(text: str) -> list[str]:
-    """Top-level AND parts of a SQL condition (outside parentheses and quotes; the AND of a BETWEEN
-    stays with it)."""
+    """Top-level AND parts of a SQL condition (outside parentheses, quotes and comments; the AND of a
+    BETWEEN stays with it). A condition with a top-level OR or CASE is one part: OR binds looser than
+    AND (`a OR b AND c` is `a OR (b AND c)`, not `(a OR b) AND c`), and the ANDs of a CASE are inside it."""
     parts, depth, start, between = [], 0, 0, False
     for token in tokenize(text):
+        word = token.text.upper() if token.kind == "ident" else None
         if token.kind == "punct" and token.text in "()":
             depth += 1 if token.text == "(" else -1
-        elif depth == 0 and token.kind == "ident" and token.text.upper() == "BETWEEN":
+        elif depth == 0 and word in ("OR", "CASE"):
+            return [text.strip()] if text.strip() else []
+        elif depth == 0 and word == "BETWEEN":
             between = True
-        elif depth == 0 and token.kind == "ident" and token.text.upper() == "AND":
+        elif depth == 0 and word == "AND":
             if between:
                 between = False
             else:
@@ -238,7 +302,7 @@ def split_conjuncts(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def parse_target_predicate(condition: str, columns: Sequence[str], alias: str) -> Expr | None:
+def parse_target_predicate(condition: str, columns: Columns, alias: str) -> Expr | None:
     """The part of a join condition about the target alone (`t.dt = '2026-11-01'`), for its read set.
 
     Conjuncts that mention anything but `alias.<column>` and literals are dropped, which widens the
@@ -253,4 +317,4 @@ def parse_target_predicate(condition: str, columns: Sequence[str], alias: str) -
             return None
         return by_lower.get(lowered[len(prefix) :])
 
-    return _readable_conjuncts(condition, column_of)
+    return _readable_conjuncts(condition, column_of, _types_of(columns))

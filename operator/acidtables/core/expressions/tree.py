@@ -7,7 +7,7 @@ the ways that are sound for "might match" questions (`bounds`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -150,6 +150,18 @@ def negate(expr: Expr) -> Expr:
     if isinstance(expr, Not):
         return expr.child
     raise TypeError(f"not a predicate: {expr!r}")
+
+
+def in_partitions(partitions: Sequence[Mapping[str, Literal]]) -> Expr:
+    """Exactly the rows of these partitions (values as the log keeps them; None is the NULL partition).
+
+    Built as a tree, never as SQL text: a value holding a quote or a backslash would read back from
+    SQL as another value, and an overwrite or truncate selects the files it removes with this."""
+    clauses = [
+        And(tuple(IsNull(column) if value is None else Compare(column, "=", value) for column, value in p.items()))
+        for p in partitions
+    ]
+    return Or(tuple(clauses)) if clauses else Const(False)
 
 
 def restrict_to_columns(expr: Expr, columns: frozenset[str]) -> Expr:

@@ -125,6 +125,16 @@ class SnapshotBuilder:
     def peek(self) -> Snapshot:
         """The snapshot so far, copying the file map, so the builder can go on applying (fsck compares
         checkpoints on the way through one replay)."""
+        return self._snapshot(dict(self.files), dict(self.app_ids))
+
+    def build(self) -> Snapshot:
+        """The snapshot, handing over the builder's maps instead of copying them (a copy per commit
+        would cost O(active files)); the builder cannot be used afterwards."""
+        snapshot = self._snapshot(self.files, self.app_ids)
+        del self.files, self.app_ids  # a later apply() would change a snapshot someone holds
+        return snapshot
+
+    def _snapshot(self, files: dict[str, DataFile], app_ids: dict[str, tuple[int, int]]) -> Snapshot:
         if self.metadata is None:
             raise ValueError("no metadata: the log does not start with the table's creation")
         return Snapshot(
@@ -133,23 +143,6 @@ class SnapshotBuilder:
             time_version=self.time_version,
             committed_at=self.committed_at,
             protocol=self.protocol,
-            files_by_path=dict(self.files),
-            app_ids=dict(self.app_ids),
+            files_by_path=files,
+            app_ids=app_ids,
         )
-
-    def build(self) -> Snapshot:
-        """The snapshot, handing over the builder's maps instead of copying them (a copy per commit
-        would cost O(active files)); the builder cannot be used afterwards."""
-        if self.metadata is None:
-            raise ValueError("no metadata: the log does not start with the table's creation")
-        snapshot = Snapshot(
-            metadata=self.metadata,
-            version=self.version,
-            time_version=self.time_version,
-            committed_at=self.committed_at,
-            protocol=self.protocol,
-            files_by_path=self.files,
-            app_ids=self.app_ids,
-        )
-        del self.files, self.app_ids  # a later apply() would change a snapshot someone holds
-        return snapshot

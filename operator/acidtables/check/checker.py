@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from acidtables.core import Catalog, CommitRecord, DataFile, Table
+from acidtables.core.storage import txn_of_staging_dir
 
 from .rules import REWRITES, must_fail
 
@@ -29,21 +30,35 @@ class Verdict:
         self.anomalies.append(problem)
 
 
-def read_history(directory: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(txn id -> its invoke line, txn id -> its outcome line) across every writer's file."""
-    invoked: dict[str, dict[str, Any]] = {}
-    outcomes: dict[str, dict[str, Any]] = {}
+@dataclass
+class History:
+    """What the writers' history files say."""
+
+    #: txn id -> its invoke line
+    invoked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: txn id -> its outcome line
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: "self-kill <point>" -> how many writers killed themselves there
+    kills: Counter[str] = field(default_factory=Counter)
+
+
+def read_history(directory: Path) -> History:
+    """Every writer's file, read once."""
+    history = History()
     for path in sorted(directory.glob("writer-*.jsonl")):
         for line in path.read_text().splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
                 continue  # the last line of a writer killed mid-write
-            if event.get("kind") == "invoke":
-                invoked[event["txn_id"]] = event
-            elif event.get("kind") in ("ok", "fail", "unknown"):
-                outcomes[event["txn_id"]] = event
-    return invoked, outcomes
+            kind = event.get("kind")
+            if kind == "invoke":
+                history.invoked[event["txn_id"]] = event
+            elif kind in ("ok", "fail", "unknown"):
+                history.outcomes[event["txn_id"]] = event
+            elif kind == "kill":
+                history.kills[f"self-kill {event['point']}"] += 1
+    return history
 
 
 def describe(record: CommitRecord, partition_by: list[str], rlc: bool) -> dict[str, Any]:
@@ -74,7 +89,8 @@ def describe(record: CommitRecord, partition_by: list[str], rlc: bool) -> dict[s
 
 def check_table(
     catalog: Catalog, table: Table, invoked: dict[str, Any], outcomes: dict[str, Any], verdict: Verdict
-) -> None:
+) -> set[str]:
+    """Every invariant of one table; the ids of the transactions its log holds (for check_cleanup)."""
     services = catalog.services
     entries = services.log(table.table_id, table.location).read(-1)
     records = [services.decode_log_entry(table.location, e) for e in entries]
@@ -176,6 +192,7 @@ def check_table(
         for problem in check.problems:
             if check.name != "in flight":
                 verdict.add(f"{name}: fsck {check.name}: {problem}")
+    return set(by_txn)
 
 
 def _same_rows(adds: tuple[DataFile, ...], removes: tuple[DataFile, ...]) -> bool:
@@ -216,6 +233,6 @@ def check_cleanup(table: Table, committed: set[str], verdict: Verdict) -> None:
     if not root.is_dir():
         return
     for entry in root.iterdir():
-        txn_id = entry.name.removeprefix("_acid_txn=")
-        if entry.name.startswith("_acid_txn=") and txn_id not in committed:
+        txn_id = txn_of_staging_dir(entry.name)
+        if txn_id is not None and txn_id not in committed:
             verdict.add(f"{table.name}: the staged files of dead transaction {txn_id} survived cleanup()")

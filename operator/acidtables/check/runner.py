@@ -34,7 +34,7 @@ from acidtables.core.waiting import wait_for
 from .checker import Verdict, check_cleanup, check_table, read_history
 from .cluster import DIVERGING_RELEASES, EtcdCluster, etcd_binary, etcd_version, member_digests
 from .proxy import HoldingProxy
-from .writer import run_writer
+from .writer import LEASE_SECONDS, run_writer
 
 #: policy name on the command line -> create_table arguments
 POLICIES: dict[str, dict[str, Any]] = {
@@ -50,8 +50,6 @@ FAULTS = ("kill", "self-kill", "pause", "restart", "leader", "partition", "delay
 CLUSTER_FAULTS = frozenset({"leader"})
 #: share of jobs that end with a self-kill when that fault is on
 SELF_KILL_RATE = 0.02
-#: writers' lease: a killed writer's registrations are gone this long after it died
-LEASE_SECONDS = 3
 
 
 @dataclass
@@ -166,19 +164,6 @@ class Nemesis:
                 proxy.delay(0)
 
 
-def _self_kills(history: Path) -> Counter[str]:
-    """The writers' own kills, from their history files."""
-    counts: Counter[str] = Counter()
-    for path in history.glob("writer-*.jsonl"):
-        for line in path.read_text().splitlines():
-            if '"kind": "kill"' in line:
-                try:
-                    counts[f"self-kill {json.loads(line)['point']}"] += 1
-                except ValueError:
-                    continue  # torn last line
-    return counts
-
-
 def run(config: RunConfig) -> RunResult:
     rng = random.Random(config.seed)
     owned = config.workdir is None
@@ -265,18 +250,22 @@ def run(config: RunConfig) -> RunResult:
             process.join(timeout=config.duration_seconds + 60)
             if process.is_alive():
                 process.kill()
-        time.sleep(LEASE_SECONDS + 1)  # the dead writers' leases run out (their registrations go)
         verdict = Verdict()
-        invoked, outcomes = read_history(history)
+        written = read_history(history)
         with Catalog(settings) as catalog:
-            for name in names:
-                table = catalog.table(name)
-                check_table(catalog, table, invoked, outcomes, verdict)
-                committed = {r.txn_id for r in table.commits(0)}
+            tables = [catalog.table(name) for name in names]
+            # the dead writers' leases run out, and their registrations with them
+            wait_for(
+                lambda: not any(t.in_flight() for t in tables),
+                LEASE_SECONDS * 10,
+                message="the dead writers' in-flight registrations expired",
+            )
+            for table in tables:
+                committed = check_table(catalog, table, written.invoked, written.outcomes, verdict)
                 check_cleanup(table, committed, verdict)
         if len(members) > 1:
             check_members_agree(members, prefix, version, verdict)
-        counts = nemesis.counts + _self_kills(history)
+        counts = nemesis.counts + written.kills
         return RunResult(config.seed, verdict, counts, workdir, config.members, version)
 
 

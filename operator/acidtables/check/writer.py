@@ -57,6 +57,8 @@ JOBS = (
 #: where a writer may kill itself with SIGKILL: in the middle of staging (no invoke line yet), staged
 #: but not yet committing, and inside commit() (a timer fires while the commit's requests are out)
 KILL_POINTS = ("staging", "staged", "commit")
+#: writers' lease: a killed writer's in-flight registrations are gone this long after it died
+LEASE_SECONDS = 3
 #: seconds into commit() at which the "commit" kill point fires: a commit takes a few milliseconds
 COMMIT_KILL_WINDOW_SECONDS = 0.02
 
@@ -206,7 +208,7 @@ def run_writer(
     rng = random.Random(seed)
     writer = Writer(rng, History(Path(history)), seed, kill_rate)
     log = writer.log
-    commit = CommitSettings(lease_ttl_seconds=3, register_after_seconds=0.2)
+    commit = CommitSettings(lease_ttl_seconds=LEASE_SECONDS, register_after_seconds=0.2)
     settings = Settings(
         etcd=EtcdSettings(endpoints, prefix=prefix, unavailable_timeout_seconds=8.0),
         warehouse=warehouse,

@@ -529,6 +529,17 @@ def test_commit_records_and_every_stored_key_never_hold_the_password(
     assert [path for path in files if password in path.read_bytes()] == []
 
 
+def _cli_settings(
+    monkeypatch: pytest.MonkeyPatch, tenants: Tenants, prefix: str, tmp_path: Path, user: str, password: str
+) -> None:
+    """The CLI's settings, as a user would give them: environment variables."""
+    monkeypatch.setenv("ACIDTABLES_ETCD_ENDPOINTS", tenants.server.endpoint)
+    monkeypatch.setenv("ACIDTABLES_ETCD_PREFIX", prefix)
+    monkeypatch.setenv("ACIDTABLES_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("ACIDTABLES_ETCD_USER", user)
+    monkeypatch.setenv("ACIDTABLES_ETCD_PASSWORD", password)
+
+
 def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -548,11 +559,7 @@ def test_cli_json_and_verbose_output_never_show_the_password(
     argv: tuple[str, ...],
 ) -> None:
     aws_secret = _password()
-    monkeypatch.setenv("ACIDTABLES_ETCD_ENDPOINTS", tenants.server.endpoint)
-    monkeypatch.setenv("ACIDTABLES_ETCD_PREFIX", tenant_a)
-    monkeypatch.setenv("ACIDTABLES_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("ACIDTABLES_ETCD_USER", "alice")
-    monkeypatch.setenv("ACIDTABLES_ETCD_PASSWORD", tenants.passwords["alice"])
+    _cli_settings(monkeypatch, tenants, tenant_a, tmp_path, "alice", tenants.passwords["alice"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", aws_secret)
 
     code, out, err = _run_cli(capsys, "--json", "--verbose", *argv)
@@ -574,11 +581,7 @@ def test_cli_error_objects_and_tracebacks_never_show_the_password(
     failure: str,
 ) -> None:
     user, password = ("alice", _password()) if failure == "wrong password" else ("bob", tenants.passwords["bob"])
-    monkeypatch.setenv("ACIDTABLES_ETCD_ENDPOINTS", tenants.server.endpoint)
-    monkeypatch.setenv("ACIDTABLES_ETCD_PREFIX", tenant_a)
-    monkeypatch.setenv("ACIDTABLES_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("ACIDTABLES_ETCD_USER", user)
-    monkeypatch.setenv("ACIDTABLES_ETCD_PASSWORD", password)
+    _cli_settings(monkeypatch, tenants, tenant_a, tmp_path, user, password)
 
     code, out, err = _run_cli(capsys, "--json", "--verbose", "describe", "sales.orders")
 

@@ -255,6 +255,17 @@ def stage_id_file(tx: Transaction, partition: dict[str, str | None], rows: int) 
     return DataFile(path=path, partition=partition, rows=rows, size_bytes=os.path.getsize(path))
 
 
+def checkpointing_every_two(catalog: Catalog) -> Catalog:
+    """A second catalog on the same etcd and warehouse that writes a checkpoint every 2 versions."""
+    return Catalog(
+        Settings(
+            etcd=catalog.settings.etcd,
+            warehouse=catalog.settings.warehouse,
+            commit=CommitSettings(checkpoint_interval=2),
+        )
+    )
+
+
 def neighbour(catalog: Catalog) -> tuple[Table, int, set[str]]:
     """A second table of the same catalog, with one commit: what it must still hold afterwards."""
     table = catalog.create_table(next_name(), schema="id BIGINT, dt STRING", partition_by=["dt"])
@@ -280,13 +291,7 @@ def test_core_keeps_any_partition_value_exactly_or_refuses_it_by_name(
     process, another one and from a checkpoint; a predicate naming the value never prunes its file; fsck
     passes; the neighbour keeps its state."""
     other_table, other_version, other_files = neighbour(catalog)
-    checkpointing = Catalog(
-        Settings(
-            etcd=catalog.settings.etcd,
-            warehouse=catalog.settings.warehouse,
-            commit=CommitSettings(checkpoint_interval=2),
-        )
-    )
+    checkpointing = checkpointing_every_two(catalog)
     try:
         table = checkpointing.create_table(next_name(), schema="id BIGINT, dt STRING", partition_by=["dt"])
         refused: list[str | None] = []
@@ -1130,13 +1135,7 @@ def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_gives_the_sa
 ) -> None:
     """A checkpoint is an optimisation: damaged any way, it is skipped with a warning naming it, the
     snapshot rebuilt from the log is the one it replaced (same files, same statistics), and fsck names it."""
-    writer = Catalog(
-        Settings(
-            etcd=catalog.settings.etcd,
-            warehouse=catalog.settings.warehouse,
-            commit=CommitSettings(checkpoint_interval=2),
-        )
-    )
+    writer = checkpointing_every_two(catalog)
     try:
         table = writer.create_table(next_name(), schema="id BIGINT, dt STRING", partition_by=["dt"])
         for dt in ("a", "b", "c"):  # a checkpoint at version 2

@@ -16,6 +16,17 @@ from acidtables.core.etcd_txn import CommitRequests, send
 PREFIX = "/p/tables/0123abcd/"
 
 
+def _requests(table_prefix: str) -> CommitRequests:
+    """The parts as the coordinator prepares them for a table under `table_prefix`."""
+    return CommitRequests(
+        head=table_prefix + "head",
+        log=table_prefix + "log/",
+        txns=table_prefix + "txns/",
+        inflight=table_prefix + "inflight/",
+        times=table_prefix + "times/",
+    )
+
+
 def _through_pyetcd(time_version: int | None) -> bytes:
     """The request as the commit built it before, through pyetcd's op objects."""
     client = pyetcd.MultiEndpointEtcd3Client(endpoints=[pyetcd.Endpoint("127.0.0.1", 1, secure=False)])
@@ -40,7 +51,7 @@ def _through_pyetcd(time_version: int | None) -> bytes:
 
 
 def test_the_prepared_request_is_byte_for_byte_the_one_pyetcd_builds() -> None:
-    prepared = CommitRequests(PREFIX)
+    prepared = _requests(PREFIX)
     for time_version in (None, 1764000000123456):
         built = prepared.build(
             expected_head_revision=777,
@@ -70,7 +81,7 @@ def test_the_commit_request_marks_a_dead_member_failed_and_the_next_one_uses_a_l
         timeout=5,
         failover=True,
     )
-    request = CommitRequests(f"{etcd_prefix}/tables/t/").build(
+    request = _requests(f"{etcd_prefix}/tables/t/").build(
         expected_head_revision=0,  # the head does not exist yet: its mod revision compares as 0
         read_after=0,
         window=12,

@@ -769,7 +769,13 @@ class Coordinator:
     def _commit_requests(self, table_id: str) -> etcd_txn.CommitRequests:
         prepared = self._prepared.get(table_id)
         if prepared is None:
-            prepared = self._prepared[table_id] = etcd_txn.CommitRequests(self.table_prefix(table_id))
+            prepared = self._prepared[table_id] = etcd_txn.CommitRequests(
+                head=self.head_key(table_id),
+                log=self._key(table_id, "log", ""),
+                txns=self._key(table_id, "txns", ""),
+                inflight=self._key(table_id, "inflight", ""),
+                times=self._key(table_id, "times", ""),
+            )
         return prepared
 
     def _rebase_state(self, table_id: str, after: int, head_kvs: Any, log_kvs: Any) -> CasResult:

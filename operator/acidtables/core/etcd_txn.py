@@ -22,19 +22,21 @@ _EQUAL, _MOD = etcdrpc.Compare.EQUAL, etcdrpc.Compare.MOD
 
 
 def _pad(number: int) -> bytes:
+    """A version or time in a key, as etcd.py spells it (20 digits, so keys sort as numbers)."""
     return b"%020d" % number
 
 
 class CommitRequests:
     """One table's prepared parts; `build` fills in what changes per commit."""
 
-    def __init__(self, table_prefix: str) -> None:
-        prefix = table_prefix.encode()
-        self.head_key = prefix + b"head"
-        self._log = prefix + b"log/"
-        self._txns = prefix + b"txns/"
-        self._inflight = prefix + b"inflight/"
-        self._times = prefix + b"times/"
+    def __init__(self, *, head: str, log: str, txns: str, inflight: str, times: str) -> None:
+        """The table's head key and the prefixes its log, txn-index, in-flight and time-index keys
+        start with (the coordinator's key layout: etcd.py owns it)."""
+        self.head_key = head.encode()
+        self._log = log.encode()
+        self._txns = txns.encode()
+        self._inflight = inflight.encode()
+        self._times = times.encode()
         self._read_head = etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self.head_key))
 
     def build(

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acidtables.core import Catalog, EmbeddedEtcd, EtcdSettings, Settings
+from acidtables.core import Catalog, EmbeddedEtcd, EtcdSettings, Settings, Table
+from acidtables.core.storage import txn_of_staging_dir
+from acidtables.core.txn_ids import lease_of
 from acidtables.core.waiting import wait_for
 
 from .checker import Verdict, check_cleanup, check_table, read_history
@@ -254,11 +256,13 @@ def run(config: RunConfig) -> RunResult:
         written = read_history(history)
         with Catalog(settings) as catalog:
             tables = [catalog.table(name) for name in names]
-            # the dead writers' leases run out, and their registrations with them
+            # every writer is gone; once their process leases run out, cleanup() may judge their staged
+            # files (an unregistered transaction counts as running while its writer's lease lives)
+            leases = _writer_leases(tables)
             wait_for(
-                lambda: not any(t.in_flight() for t in tables),
+                lambda: not catalog.services.coordinator.live_leases(leases),
                 LEASE_SECONDS * 10,
-                message="the dead writers' in-flight registrations expired",
+                message="the dead writers' leases expired",
             )
             for table in tables:
                 committed = check_table(catalog, table, written.invoked, written.outcomes, verdict)
@@ -267,6 +271,18 @@ def run(config: RunConfig) -> RunResult:
             check_members_agree(members, prefix, version, verdict)
         counts = nemesis.counts + written.kills
         return RunResult(config.seed, verdict, counts, workdir, config.members, version)
+
+
+def _writer_leases(tables: list[Table]) -> set[int]:
+    """The process leases named by the ids of every transaction that staged files (core.txn_ids)."""
+    leases: set[int] = set()
+    for table in tables:
+        for entry in table.storage.list_dir("data"):
+            txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
+            lease = None if txn_id is None else lease_of(txn_id)
+            if lease is not None:
+                leases.add(lease)
+    return leases
 
 
 def check_members_agree(

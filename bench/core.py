@@ -280,7 +280,7 @@ def _proof_seconds(catalog: Catalog, files: int) -> float:
     relative = [replace(f, path=storage.relative(f.path)) for f in staged]
     t0 = time.perf_counter()
     for f in relative:
-        prove_new_file(storage, f, txn.txn_id, ("dt",), "add_files")
+        prove_new_file(storage, f, txn.txn_id, table.metadata, "add_files")
     seconds = (time.perf_counter() - t0) / files
     txn.abort()
     return seconds

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from acidtables import Table, Transaction
-from acidtables.core.records import ColumnStats, DataFile, FileKind
+from acidtables.core.records import ColumnStats, DataFile, FileKind, TableMetadata
 from acidtables.core.snapshot import Snapshot
 
 _counter = itertools.count()
@@ -40,6 +40,59 @@ def live_tokens(snapshot: Snapshot, partition: str | None = None) -> Counter[str
     return out
 
 
+#: Arrow types for the column types these tests' tables use
+_ARROW_TYPES = {
+    "BIGINT": pa.int64(),
+    "INT": pa.int32(),
+    "STRING": pa.string(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "DATE": pa.date32(),
+}
+
+
+def table_rows(
+    meta: TableMetadata, count: int, *, ids: Sequence[int] | None = None, tokens: Sequence[str] | None = None
+) -> pa.Table:
+    """`count` rows the table can read (its stored columns; partition values are the log's): `id` from
+    `ids` (so the file's content agrees with the statistics a test claims), a `token` column from
+    `tokens`, key and NOT NULL columns filled, other columns NULL."""
+    partition = {p.lower() for p in meta.partition_by}
+    columns: dict[str, pa.Array] = {}
+    for n, column in enumerate(meta.columns):
+        if column.name.lower() in partition:
+            continue
+        arrow = _ARROW_TYPES.get(column.type.upper())
+        if arrow is None:
+            if not column.nullable:
+                raise AssertionError(f"table_rows: no test values for NOT NULL {column.name} {column.type}")
+            continue  # left out: reads as NULL
+        if column.name.lower() == "id" and ids:
+            values: list[object] = [ids[i % len(ids)] for i in range(count)]
+        elif column.name.lower() == "token" and tokens is not None:
+            values = list(tokens)
+        elif column.nullable and column.name not in meta.primary_key:
+            values = [None] * count
+        else:
+            values = [_filler(arrow, next(_counter) + n) for _ in range(count)]
+        columns[column.name] = pa.array(values, arrow)
+    return pa.table(columns) if columns else pa.table({"_": pa.nulls(count, pa.int64())}).drop_columns(["_"])
+
+
+def _filler(arrow: pa.DataType, n: int) -> object:
+    if pa.types.is_integer(arrow):
+        return n
+    if pa.types.is_floating(arrow):
+        return float(n)
+    if pa.types.is_boolean(arrow):
+        return bool(n % 2)
+    if pa.types.is_date32(arrow):
+        import datetime
+
+        return datetime.date(2026, 1, 1) + datetime.timedelta(days=n % 365)
+    return f"v{n}"
+
+
 def stage(
     tx: Transaction,
     partition: str | None,
@@ -57,8 +110,8 @@ def stage(
         tokens = [f"r{n}-{i}" for i in range(len(ids) if ids else 2)]
     path = Path(tx.staging_dir) / f"part-{n:05d}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "xb") as out:  # a real Parquet file: the commit proves its size and row count
-        pq.write_table(pa.table({"token": pa.array(list(tokens), pa.string())}), out)
+    with open(path, "xb") as out:  # a real Parquet file: the commit proves its size, rows and schema
+        pq.write_table(table_rows(tx.target_metadata, len(tokens), ids=ids, tokens=tokens), out)
     stats = {"id": ColumnStats(min(ids), max(ids), 0)} if ids else {}
     return DataFile(
         path=str(path),

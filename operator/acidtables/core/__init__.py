@@ -32,6 +32,7 @@ from acidtables.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
     ProtocolChangedException,
+    RowsLostError,
     TableNotFoundError,
     VersionExpiredError,
     VersionNotFoundError,
@@ -48,6 +49,7 @@ from acidtables.core.expressions import (
     parse_target_predicate,
 )
 from acidtables.core.feed import ChangeFeed, KeyChange, Resync
+from acidtables.core.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.fsck import FsckCheck, FsckReport
 from acidtables.core.leader import Leadership, campaign
 from acidtables.core.names import split_name
@@ -75,6 +77,8 @@ __all__ = [
     "ENDPOINTS",
     "HIVE_NULL",
     "LOCAL_ETCD_MARKER",
+    "OP_COLUMN",
+    "SEQ_COLUMN",
     "STAGING_LEVELS",
     "VARIABLES",
     "WAREHOUSE",
@@ -119,6 +123,7 @@ __all__ = [
     "ProtocolChangedException",
     "Resync",
     "Retention",
+    "RowsLostError",
     "Settings",
     "Snapshot",
     "Storage",

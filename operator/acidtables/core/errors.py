@@ -56,6 +56,12 @@ class CorruptMetadataError(AcidTablesError):
         self.table = table
 
 
+class RowsLostError(AcidTablesError):
+    """A rewrite that must keep every row (a compaction, a clustering) read or wrote fewer rows than its
+    input files hold; it is refused before its commit, so nothing was committed and its staged files
+    are deleted. Seeing one means a file the reader misinterprets: run `acidtables fsck` on the table."""
+
+
 class LocationNotOwnedError(AcidTablesError):
     """A destructive operation (drop with data, cleanup, vacuum) found that the table does not own its
     location: the ownership marker is missing or names another table. Nothing was deleted."""

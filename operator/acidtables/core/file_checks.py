@@ -2,7 +2,8 @@
 
 `Transaction.add_files` runs these checks on every file it is given, while the job is staging, so a
 commit never makes visible a path that does not exist, lies outside the table, sits in another
-transaction's staging directory, or has another size, row count or partition than its entry says. Sizes
+transaction's staging directory, has another size, row count or partition than its entry says, or holds
+columns the table cannot read as its rows (file_schema). Sizes
 come from one `stat` and row counts from the Parquet footer, which the Spark writer has already read
 through the same Storage (`Storage.parquet_footer` keeps it), so the proof costs no second read there.
 """
@@ -10,12 +11,13 @@ through the same Storage (`Storage.parquet_footer` keeps it), so the proof costs
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 from .errors import InvalidArgumentError
 from .expressions import Literal
-from .records import DataFile
+from .file_schema import check_file_schema
+from .records import DataFile, TableMetadata
 from .storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
 
 
@@ -47,8 +49,9 @@ def check_partition_directories(path: str, partition: Mapping[str, Literal], met
             )
 
 
-def prove_new_file(storage: Storage, file: DataFile, txn_id: str, partition_by: Sequence[str], method: str) -> None:
-    """The checks for a file that is new to the table (`file.path` relative to the location)."""
+def prove_new_file(storage: Storage, file: DataFile, txn_id: str, meta: TableMetadata, method: str) -> None:
+    """The checks for a file that is new to the table (`file.path` relative to the location); `meta` is
+    what the transaction commits (its pending schema change included)."""
     path = file.path
     clean = posixpath.normpath(path)
     if "://" in path or path.startswith("/") or clean == ".." or clean.startswith("../"):
@@ -69,14 +72,15 @@ def prove_new_file(storage: Storage, file: DataFile, txn_id: str, partition_by: 
             f"{method}(): {path} has {size} bytes but its entry says {file.size_bytes}; describe the file as written"
         )
     try:
-        rows = int(storage.parquet_footer(path).num_rows)
+        footer = storage.parquet_footer(path)
     except Exception as exc:  # OSError, ArrowInvalid: anything pyarrow cannot read as Parquet
         raise InvalidArgumentError(f"{method}(): {path} is not a readable Parquet file ({exc})") from None
-    if rows != file.rows:
+    if footer.num_rows != file.rows:
         raise InvalidArgumentError(
-            f"{method}(): {path} holds {rows} rows (Parquet footer) but its entry says {file.rows}"
+            f"{method}(): {path} holds {footer.num_rows} rows (Parquet footer) but its entry says {file.rows}"
         )
-    if partition_by:
+    check_file_schema(footer, meta, file.kind, path, method)
+    if meta.partition_by:
         check_partition_directories(path, file.partition, method)
 
 

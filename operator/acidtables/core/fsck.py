@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import AcidTablesError
+from .file_schema import file_schema_problems
 from .records import CommitRecord
 from .retention import read_retention
 from .services import Services, proven_checkpoint
@@ -148,6 +149,19 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
             files.fail(f"{storage.absolute(path)} is missing (read by versions {retention.oldest_version}..)")
         elif found_size != size:
             files.fail(f"{storage.absolute(path)} has {found_size} bytes, its log entry says {size}")
+
+    # file schemas: every file the head reads is readable as the table's rows (what the commit proof checks)
+    head_snapshot = builder.peek()
+    for file in head_snapshot.files_by_path.values():
+        relative = storage.relative(file.path)
+        if storage.file_size(relative) is None:
+            continue  # named above
+        try:
+            problems = file_schema_problems(storage.parquet_footer(relative), head_snapshot.metadata, file.kind)
+        except Exception as exc:  # OSError, ArrowInvalid: not Parquet at all
+            problems = [f"it is not a readable Parquet file ({exc})"]
+        for problem in problems:
+            files.fail(f"{storage.absolute(file.path)} cannot be read as rows of the table: {problem}")
 
     return FsckReport(name, head_version, checks)
 

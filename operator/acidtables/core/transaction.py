@@ -28,6 +28,7 @@ from .records import (
     CommitInfo,
     CommitRecord,
     DataFile,
+    FileKind,
     Protocol,
     Scope,
     TableMetadata,
@@ -161,6 +162,14 @@ class Transaction:
                 f"{method}(): {file.path} has partition values for {sorted(file.partition)} but "
                 f"{self.table_name} is partitioned by {sorted(partition_by)}"
             )
+        if self.metadata.primary_key and file.kind is FileKind.DATA:
+            # a plain file given to a primary-key table holds changed rows (upserts unless it says otherwise)
+            file = replace(file, kind=FileKind.CHANGES)
+        elif not self.metadata.primary_key and file.kind is FileKind.CHANGES:
+            raise InvalidArgumentError(
+                f"{method}(): {file.path} is a changes file (merge-on-read), which only a primary-key table has; "
+                f"{self.table_name} has no primary key (leave kind out)"
+            )
         if file.live_rows <= 0:
             raise InvalidArgumentError(
                 f"{method}(): {file.path} has no live rows; a job never adds an empty file (to drop every row of "
@@ -182,7 +191,7 @@ class Transaction:
             if live is not None:
                 prove_re_added_file(live, file, "add_files")
             else:
-                prove_new_file(self._storage, file, self.txn_id, self.metadata.partition_by, "add_files")
+                prove_new_file(self._storage, file, self.txn_id, self.target_metadata, "add_files")
             if self.operation in REWRITES:
                 file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
             self._adds[file.path] = file

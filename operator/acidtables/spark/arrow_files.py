@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from acidtables.core import HIVE_NULL, DataFile, FileKind, InvalidArgumentError, Storage, TableMetadata
+from acidtables.core import HIVE_NULL, AcidTablesError, DataFile, FileKind, InvalidArgumentError, Storage, TableMetadata
 
 from .files import (
     FILE,
@@ -67,18 +67,20 @@ def read_file(meta: TableMetadata, storage: Storage, file: DataFile) -> pa.Table
     with storage.open_input(file.path) as handle:
         stored = pq.read_table(handle)
     rows = stored.num_rows
+    # Spark matches a file's columns to the table's case-insensitively; so does this reader
+    by_lower = {name.lower(): name for name in stored.column_names}
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for column in meta.columns:
         field = schema.field(column.name)
         if column.name in meta.partition_by:
             columns[column.name] = _constant(field, partition_text(file.partition.get(column.name)), rows)
-        elif column.name in stored.column_names:
-            columns[column.name] = stored[column.name].cast(field.type)
+        elif column.name.lower() in by_lower:
+            columns[column.name] = stored[by_lower[column.name.lower()]].cast(field.type)
         else:
             columns[column.name] = pa.nulls(rows, field.type)
     if meta.primary_key:
-        columns[OP_COLUMN] = stored[OP_COLUMN]
-        columns[SEQ_COLUMN] = stored[SEQ_COLUMN]
+        columns[OP_COLUMN] = _operations(stored, file)
+        columns[SEQ_COLUMN] = stored[SEQ_COLUMN] if SEQ_COLUMN in by_lower else pa.nulls(rows, pa.int64())
     columns[FILE] = pa.array([file.path] * rows, pa.string())
     columns[ROW] = pa.array(range(rows), pa.int64())
     columns[VERSION] = pa.array([file.added_version] * rows, pa.int64())
@@ -87,6 +89,19 @@ def read_file(meta: TableMetadata, storage: Storage, file: DataFile) -> pa.Table
         hidden = pa.array(file.deletion_vector, pa.int64())
         data = data.filter(pc.invert(pc.is_in(data[ROW], value_set=hidden)))
     return data
+
+
+def _operations(stored: pa.Table, file: DataFile) -> pa.Array | pa.ChunkedArray:
+    """Each row's merge-on-read operation, as `scan.row_operation` reads it: upserts where the file has
+    no `_acid_op` (a plain Parquet file), and an error naming the file for anything but 'U' and 'D'."""
+    if OP_COLUMN not in stored.column_names:
+        return pa.array([UPSERT] * stored.num_rows, pa.string())
+    ops = pc.fill_null(stored[OP_COLUMN], UPSERT)
+    if not pc.all(pc.is_in(ops, value_set=pa.array([UPSERT, DELETE]))).as_py():
+        raise AcidTablesError(
+            f"acidtables: {OP_COLUMN} is neither 'U' nor 'D' in {file.path}; run `acidtables fsck` on the table"
+        )
+    return ops
 
 
 def merge_on_read(meta: TableMetadata, data: pa.Table) -> pa.Table:

@@ -18,7 +18,7 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from acidtables.core import (
@@ -28,6 +28,7 @@ from acidtables.core import (
     DataFile,
     FileKind,
     InvalidArgumentError,
+    RowsLostError,
     Storage,
     Table,
     Transaction,
@@ -38,8 +39,8 @@ from acidtables.core import (
 
 from .files import FILE, ROW, VERSION, file_key, write_staged
 from .prepared import Prepared, preparing
-from .scan import read_files, read_snapshot_rows
-from .schema import OP_COLUMN, SEQ_COLUMN, UPSERT
+from .scan import newest_per_key, read_files, read_snapshot_rows
+from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT
 
 logger = logging.getLogger(__name__)
 
@@ -53,27 +54,71 @@ def _ordered(df: DataFrame, storage: Storage, group: Sequence[DataFile]) -> Data
     return df.withColumn(_ORDER, position[F.col(FILE)]).repartition(1).sortWithinPartitions(_ORDER, ROW)
 
 
+class _Counted:
+    """Rows counted as they flow into a rewrite's write (Spark's Observation: no second pass over the
+    data), so a rewrite that would keep fewer rows than it must is refused before its commit.
+
+    Where Spark reports no observation (adaptive execution drops the metrics of a plan whose result it
+    proves empty), the rows are counted by a query of their own: slower, but only on that path."""
+
+    def __init__(self, df: DataFrame, name: str) -> None:
+        self._observation = Observation(name)
+        self._metrics = [F.count(F.lit(1)).alias("rows"), self._tombstones(df).alias("tombstones")]
+        self._plain = df
+        self.df = df.observe(self._observation, *self._metrics)
+
+    @staticmethod
+    def _tombstones(df: DataFrame) -> Column:
+        if OP_COLUMN not in df.columns:
+            return F.lit(0)
+        return F.sum(F.when(F.col(OP_COLUMN) == F.lit(DELETE), 1).otherwise(0))
+
+    def rows(self, *, live: bool = False) -> int:
+        try:
+            seen = self._observation.get
+        except Exception:  # Py4JJavaError: no metrics were reported
+            found = self._plain.agg(*self._metrics).first()
+            seen = found.asDict() if found is not None else {}
+        return int(seen.get("rows") or 0) - (int(seen.get("tombstones") or 0) if live else 0)
+
+
+def _refuse_lost_rows(tx: Transaction, group: Sequence[DataFile], read: int, kept: int, written: int) -> None:
+    """The group's files hold `sum(live_rows)` rows; the rewrite read `read` of them, kept `kept` (all of
+    them, or after merge-on-read the newest live row per key) and its outputs hold `written`."""
+    held = sum(f.live_rows for f in group)
+    if read != held or written != kept:
+        raise RowsLostError(
+            f"{tx.table_name}: a {tx.operation.display} of {len(group)} file(s) holding {held} rows read {read} and "
+            f"would write {written} where {kept} must be kept; refused before its commit (nothing was committed). "
+            "A file the reader cannot interpret: run `acidtables fsck` on the table"
+        )
+
+
 def _stage_group(
     spark: SparkSession, tx: Transaction, group: Sequence[DataFile], kind: str, target_file_bytes: int
 ) -> None:
     meta, storage = tx.metadata, tx.storage
     columns = [c.name for c in meta.columns]
     lineage = [f.path for f in group]
+    read = _Counted(read_files(spark, meta, storage, group, keep_helpers=True), "read")
     if not meta.primary_key:
-        rows = _ordered(read_files(spark, meta, storage, group, keep_helpers=True), storage, group).select(*columns)
+        rows = _ordered(read.df, storage, group).select(*columns)
         outputs = write_staged(rows, tx, lineage=lineage, ordered_lineage=True)
+        kept = read.rows()
     elif kind == "minor":
-        raw = read_files(spark, meta, storage, group, keep_helpers=True)
-        raw = raw.withColumn(SEQ_COLUMN, F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)))
+        raw = read.df.withColumn(SEQ_COLUMN, F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)))
         rows = _ordered(raw, storage, group).select(*columns, OP_COLUMN, SEQ_COLUMN)
         outputs = write_staged(rows, tx, kind=FileKind.CHANGES, lineage=lineage, ordered_lineage=True)
+        kept = read.rows()
     else:
-        live = read_snapshot_rows(spark, meta, storage, group, keep_helpers=True)
-        rows = live.select(
+        newest = _Counted(newest_per_key(read.df, meta), "newest")
+        rows = newest.df.filter(F.col(OP_COLUMN) != F.lit(DELETE)).select(
             *columns, F.lit(UPSERT).alias(OP_COLUMN), F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION)).alias(SEQ_COLUMN)
         )
         count = max(1, math.ceil(sum(f.size_bytes for f in group) / target_file_bytes))
         outputs = write_staged(rows.repartition(count), tx, kind=FileKind.BASE, lineage=lineage)
+        kept = newest.rows(live=True)
+    _refuse_lost_rows(tx, group, read.rows(), kept, sum(f.rows for f in outputs))
     tx.remove_files(group)
     tx.add_files(outputs)
 

@@ -36,6 +36,7 @@ from .schema import (
     OP_COLUMN,
     SEQ_COLUMN,
     TEXT_TYPES,
+    UPSERT,
     file_struct,
     partition_text,
     spark_type,
@@ -185,11 +186,16 @@ def read_files(
     if hidden:
         dv = spark.createDataFrame(hidden, f"{FILE} STRING, {ROW} LONG")
         df = df.join(F.broadcast(dv), [FILE, ROW], "left_anti")
-    return df.select(*columns, *extra)
+    return df.select(*columns, *[row_operation().alias(c) if c == OP_COLUMN else c for c in extra])
 
 
 def merge_on_read(df: DataFrame, meta: TableMetadata) -> DataFrame:
-    """Primary-key tables: per (partition, key) the newest row wins; tombstones drop out.
+    """Primary-key tables: per (partition, key) the newest row wins; tombstones drop out."""
+    return newest_per_key(df, meta).filter(F.col(OP_COLUMN) != F.lit(DELETE))
+
+
+def newest_per_key(df: DataFrame, meta: TableMetadata) -> DataFrame:
+    """Per (partition, key) the newest row, tombstones included (what merge-on-read filters).
 
     A row's sequence is its own `_acid_seq` (kept by compactions) or else the version that added its
     file, which the log assigned at commit time, so a rebased commit still orders correctly (D-07).
@@ -201,8 +207,24 @@ def merge_on_read(df: DataFrame, meta: TableMetadata) -> DataFrame:
     window = Window.partitionBy(*meta.partition_by, *meta.primary_key).orderBy(
         seq.desc(), F.col(FILE).desc(), F.col(ROW).desc()
     )
-    newest = df.withColumn("_acid_rank", F.row_number().over(window)).filter("_acid_rank = 1").drop("_acid_rank")
-    return newest.filter(F.col(OP_COLUMN) != F.lit(DELETE))
+    return df.withColumn("_acid_rank", F.row_number().over(window)).filter("_acid_rank = 1").drop("_acid_rank")
+
+
+def row_operation() -> Column:
+    """A primary-key row's operation: its `_acid_op`, or an upsert where the file has no such column (a
+    plain Parquet file committed through the core API holds upserts). Any other value fails the read
+    naming the file, never drops the row: the commit proof refuses such files, so this is damage."""
+    op = F.coalesce(F.col(OP_COLUMN), F.lit(UPSERT))
+    unknown = F.raise_error(
+        F.concat(
+            F.lit(f"acidtables: {OP_COLUMN} is neither 'U' nor 'D' in "),
+            F.col(FILE),
+            F.lit(" at row "),
+            F.col(ROW).cast("string"),
+            F.lit("; run `acidtables fsck` on the table"),
+        )
+    )
+    return F.when(op.isin(UPSERT, DELETE), op).otherwise(unknown)
 
 
 def read_snapshot_rows(
@@ -222,4 +244,4 @@ def read_snapshot_rows(
     return live.select(*[c.name for c in meta.columns])
 
 
-__all__ = ["merge_on_read", "read_files", "read_snapshot_rows"]
+__all__ = ["merge_on_read", "newest_per_key", "read_files", "read_snapshot_rows", "row_operation"]

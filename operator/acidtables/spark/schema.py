@@ -17,11 +17,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
 
+from acidtables.core import OP_COLUMN as OP_COLUMN  # re-exported: the Spark side's name for it
+from acidtables.core import SEQ_COLUMN as SEQ_COLUMN
 from acidtables.core import Column, InvalidArgumentError, Literal, TableMetadata
 
 #: columns acidtables adds to primary-key (merge-on-read) files: the row's operation and sequence
-OP_COLUMN = "_acid_op"
-SEQ_COLUMN = "_acid_seq"
 UPSERT, DELETE = "U", "D"
 
 

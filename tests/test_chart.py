@@ -5,7 +5,6 @@ values by schema with the reason, keeps its CRDs identical to crds/, and grants 
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import uuid
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.helpers import envtest
-from tests.helpers.helm import helm, helm_python
+from tests.helpers.helm import helm, require_helm_python
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "acidtables"
@@ -22,13 +21,7 @@ CHART = ROOT / "charts" / "acidtables"
 
 @pytest.fixture(scope="module")
 def helm_bin() -> Path:
-    python = helm_python()
-    if python is None:
-        reason = "Helm's engine needs .venv-helm (make install) or ACIDTABLES_HELM_PYTHON with helm-sdkpy"
-        if os.environ.get("ACIDTABLES_REQUIRE_HELM"):
-            pytest.fail(f"ACIDTABLES_REQUIRE_HELM is set but {reason}")
-        pytest.skip(reason)
-    return python
+    return require_helm_python()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import promql_parser
 import pytest
 from prometheus_client import CollectorRegistry
 from tests.helpers import envtest
-from tests.helpers.helm import helm, helm_python
+from tests.helpers.helm import helm, require_helm_python
 
 from acidtables.metrics import ClusterMetrics
 
@@ -113,9 +113,7 @@ def prometheus_operator_crds(kube_api: envtest.KubeAPI) -> None:
 
 @pytest.fixture
 def monitored_release(kube_api: envtest.KubeAPI, prometheus_operator_crds: None) -> Iterator[tuple[str, str]]:
-    python = helm_python()
-    if python is None:
-        pytest.skip("Helm's engine needs .venv-helm (make install) or ACIDTABLES_HELM_PYTHON")
+    python = require_helm_python()
     name, namespace = f"r{uuid.uuid4().hex[:6]}", f"mon-{uuid.uuid4().hex[:8]}"
     values = {
         "metrics": {

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tests.helpers import envtest
-from tests.helpers.helm import helm, helm_python
+from tests.helpers.helm import helm, require_helm_python
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.resources import catalog_name, events_for, eventually, get, job_resource, table_resource
@@ -40,9 +40,7 @@ def chart_operator(
 ) -> Iterator[dict[str, Any]]:
     """The chart installed to serve the test's namespace; the environment an operator process needs to
     run as the chart's ServiceAccount (a token from the TokenRequest API in its own kubeconfig)."""
-    python = helm_python()
-    if python is None:
-        pytest.skip("Helm's engine needs .venv-helm (make install) or ACIDTABLES_HELM_PYTHON")
+    python = require_helm_python()
     release, namespace = f"r{uuid.uuid4().hex[:6]}", f"op-{uuid.uuid4().hex[:8]}"
     values = {
         "watchNamespaces": [kube_namespace],

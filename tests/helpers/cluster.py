@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.helm import helm, helm_python
+from tests.helpers.helm import MISSING, helm, helm_python
 from tests.helpers.resources import GROUP, HasLog, condition, eventually
 
 KUBECONFIG_VARIABLE = "ACIDTABLES_E2E_KUBECONFIG"
@@ -291,9 +291,7 @@ def install(cluster: Cluster, image: str, **overrides: Any) -> Release:
     """A fresh namespace, the warehouse claim in it, and the chart installed there to serve it."""
     python = helm_python()
     if python is None:
-        raise AssertionError(
-            "installing the chart needs Helm's engine: .venv-helm (make install) or ACIDTABLES_HELM_PYTHON"
-        )
+        raise AssertionError(f"installing the chart: {MISSING}")
     suffix = uuid.uuid4().hex[:8]
     namespace, name = f"acidtables-e2e-{suffix}", f"e2e{suffix[:6]}"
     cluster.request(

@@ -19,6 +19,27 @@ def helm_python() -> Path | None:
     return Path(raw) if Path(raw).exists() else None
 
 
+#: set by .ci/run: there a missing Helm engine is a failure, not a skip
+REQUIRE_VARIABLE = "ACIDTABLES_REQUIRE_HELM"
+MISSING = (
+    "Helm's engine (helm-sdkpy) needs Python 3.12: install it (e.g. `pyenv install 3.12.1`, or a python3.12 on "
+    "PATH) and run `make test-env`, which builds .venv-helm; or point ACIDTABLES_HELM_PYTHON at an interpreter "
+    "that has helm-sdkpy"
+)
+
+
+def require_helm_python() -> Path:
+    """The helm interpreter; else the test skips saying how to get one (fails where CI requires it)."""
+    import pytest
+
+    python = helm_python()
+    if python is None:
+        if os.environ.get(REQUIRE_VARIABLE):
+            pytest.fail(f"{REQUIRE_VARIABLE} is set but {MISSING}")
+        pytest.skip(MISSING)
+    return python
+
+
 def helm(python: Path, kubeconfig: Path | None, *args: str) -> dict[str, Any]:
     env = {**os.environ, **({"KUBECONFIG": str(kubeconfig)} if kubeconfig else {})}
     done = subprocess.run([str(python), str(DRIVER), *args], capture_output=True, text=True, timeout=300, env=env)

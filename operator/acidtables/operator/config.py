@@ -88,7 +88,7 @@ class OperatorConfig:
                 job_env["ACIDTABLES_ETCD_KEY_FILE"] = f"{ETCD_TLS_DIR}/tls.key"
         volume, path = _warehouse_volume(env)
         return OperatorConfig(
-            job_image=env.get("ACIDTABLES_JOB_IMAGE") or f"ghcr.io/acidtables/spark:{_package_version()}",
+            job_image=env.get("ACIDTABLES_JOB_IMAGE") or f"ghcr.io/acidtables/acidtables:{_package_version()}",
             job_service_account=env.get("ACIDTABLES_JOB_SERVICE_ACCOUNT") or None,
             credentials_secret=env.get("ACIDTABLES_ETCD_CREDENTIALS_SECRET") or None,
             tls_secret=tls_secret,

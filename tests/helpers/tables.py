@@ -52,7 +52,9 @@ def write_part(directory: str, name: str, partition: Mapping[str, str | None], r
     """Write a small real Parquet file (columns id, dt) in exclusive mode and describe it."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, name)
-    data = pa.table({"id": pa.array(range(rows), pa.int64()), "dt": [partition.get("dt", "")] * rows})
+    data = pa.table(
+        {"id": pa.array(range(rows), pa.int64()), "dt": pa.array([partition.get("dt", "")] * rows, pa.string())}
+    )
     with open(path, "xb") as out:
         pq.write_table(data, out)
     return DataFile(path=path, partition=dict(partition), rows=rows, size_bytes=os.path.getsize(path))

@@ -165,8 +165,16 @@ def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> li
         schema = footer.schema.to_arrow_schema()
     except Exception as exc:  # pyarrow refuses some legal Parquet (e.g. INT96 with odd metadata)
         return [f"its Parquet schema has no Arrow equivalent ({exc})"]
+    # Spark's own writer stores TIMESTAMP as INT96, which Arrow calls nanoseconds; Spark reads it back
+    int96 = {
+        footer.schema.column(c).path
+        for c in range(footer.num_columns)
+        if footer.schema.column(c).physical_type == "INT96"
+    }
     stored: dict[str, pa.Field] = {}
     for field in schema:
+        if field.name in int96 and pa.types.is_timestamp(field.type):
+            field = field.with_type(pa.timestamp("us", "UTC"))
         if field.name.lower() in stored:
             problems.append(f"column {field.name} appears twice (names are case-insensitive)")
         stored[field.name.lower()] = field

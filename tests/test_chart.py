@@ -77,9 +77,11 @@ def test_a_default_install_creates_a_locked_down_operator_and_a_bundled_etcd(
     )
     etcd = kube_api.request("GET", f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}-acidtables-etcd")
     command = etcd["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert etcd["spec"]["replicas"] == 3 and "--quota-backend-bytes=8589934592" in command
+    # one member by default, so a single-node cluster comes up (tests/test_chart_render.py has the rest)
+    assert etcd["spec"]["replicas"] == 1 and "--quota-backend-bytes=8589934592" in command
     assert any(c.startswith("--auto-compaction-retention=") for c in command)
-    kube_api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}-acidtables-etcd")
+    with pytest.raises(urllib.error.HTTPError):  # one member: no disruption budget to keep
+        kube_api.request("GET", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{name}-acidtables-etcd")
     crd = kube_api.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/acidtables.acidtables.io")
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 

@@ -1,10 +1,12 @@
-"""Run Helm's engine (tests/helpers/helm_driver.py under the helm venv) against the envtest API server."""
+"""Run Helm's engine (tests/helpers/helm_driver.py under the helm venv) against the envtest API server, or
+render the chart with it against no API server at all (`render`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +50,25 @@ def helm(python: Path, kubeconfig: Path | None, *args: str) -> dict[str, Any]:
         raise AssertionError(f"the helm driver printed no answer (exit {done.returncode}): {done.stderr[-3000:]}")
     answer: dict[str, Any] = json.loads(lines[-1])
     return answer
+
+
+def render(
+    python: Path,
+    release: str,
+    namespace: str,
+    chart: Path,
+    steps: Sequence[dict[str, Any]],
+    objects: Sequence[dict[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Helm's install of steps[0] then an upgrade to each next values, with no API server (helm_stub_api.py).
+
+    `objects` are what the stub holds before the install (claims left by an earlier release, say), so
+    the chart's `lookup` sees them. One answer per step: {"ok", "manifest", "notes"} or {"ok", "error"}.
+    """
+    answer = helm(
+        python, None, "render", release, namespace, str(chart), json.dumps(list(steps)), json.dumps(list(objects))
+    )
+    if not answer["ok"]:
+        raise AssertionError(f"the helm driver failed: {answer['error']}")
+    steps_answered: list[dict[str, Any]] = answer["result"]
+    return steps_answered

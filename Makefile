@@ -12,7 +12,7 @@ S3_STAMP := $(S3_VENV)/.moto-installed
 HELM_VENV ?= .venv-helm
 HELM_STAMP := $(HELM_VENV)/.helm-installed
 
-.PHONY: install test-env helm-venv test test-fast e2e e2e-local lint demo bench check
+.PHONY: install test-env helm-venv test test-fast e2e e2e-local lint demo bench check image image-test
 
 # what the library, the CLI and the demo need: python3 (3.11+) and the project's venv
 install: $(INSTALL_STAMP)
@@ -59,11 +59,11 @@ helm-venv:
 	touch $(HELM_STAMP)
 
 test: test-env
-	$(PYTHON) -m pytest -m "not e2e" -q
+	$(PYTHON) -m pytest -m "not e2e and not image" -q
 
 # the edit-test loop: everything but the long runs (CI runs `make test`, slow ones included)
 test-fast: test-env
-	$(PYTHON) -m pytest -m "not e2e and not slow" -q
+	$(PYTHON) -m pytest -m "not e2e and not slow and not image" -q
 
 # the e2e tier against a real cluster: ACIDTABLES_E2E_KUBECONFIG and ACIDTABLES_E2E_IMAGE (README, Testing)
 e2e: test-env
@@ -85,6 +85,15 @@ demo: install
 # the randomized history checker's CI-sized run (issue 10): two histories under faults, exit 1 on an anomaly
 check: install
 	$(PYTHON) -m acidtables.check
+
+# the acidtables image with Debian's tools (mmdebstrap, buildah; root), and the tests that run it with
+# podman as the chart runs it (uid 185, read-only root, etcd on the host's loopback)
+IMAGE ?= localhost/acidtables:dev
+image:
+	spark-images/build-local.sh $(IMAGE)
+
+image-test: install image
+	ACIDTABLES_TEST_IMAGE=$(IMAGE) $(PYTHON) -m pytest -m image -q tests/test_image.py
 
 bench: install
 	$(PYTHON) -m bench

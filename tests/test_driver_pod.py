@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acidtables.core import InvalidArgumentError, ObjectStore
-from acidtables.jobs.compact import build_parser, spark_conf
+from acidtables.jobs.compact import EXECUTOR_TEMPLATE_VARIABLE, api_server_url, build_parser, spark_conf
 from acidtables.operator.config import ETCD_TLS_DIR, OperatorConfig
+from acidtables.operator.executors import executor_template
 from acidtables.operator.pods import driver_pod
 from acidtables.spark.session import object_store_conf
 
@@ -49,9 +52,16 @@ def test_executors_run_on_kubernetes_in_client_mode_owned_by_the_driver_pod() ->
     config = OperatorConfig(job_image="img:1")
     command = driver_pod(JOB, 1, "sales.orders", config)["spec"]["containers"][0]["command"]
     args = build_parser().parse_args(command[4:])
-    env = {"POD_IP": "10.1.2.3", "POD_NAME": "big-driver-1", "POD_NAMESPACE": "sales", "ACIDTABLES_JOB_IMAGE": "img:1"}
+    env = {
+        "POD_IP": "10.1.2.3",
+        "POD_NAME": "big-driver-1",
+        "POD_NAMESPACE": "sales",
+        "ACIDTABLES_JOB_IMAGE": "img:1",
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "KUBERNETES_SERVICE_PORT": "6443",
+    }
     conf = spark_conf(args, env)
-    assert conf["spark.master"] == "k8s://https://kubernetes.default.svc:443"  # the port is required
+    assert conf["spark.master"] == "k8s://https://10.96.0.1:6443"  # the pod's own environment, not a DNS name
     assert (conf["spark.submit.deployMode"], conf["spark.executor.instances"]) == ("client", "3")
     assert (conf["spark.driver.host"], conf["spark.kubernetes.driver.pod.name"]) == ("10.1.2.3", "big-driver-1")
     assert conf["spark.kubernetes.container.image"] == "img:1" and conf["spark.sql.x"] == "1"
@@ -133,3 +143,65 @@ def test_a_bad_warehouse_volume_setting_is_refused_with_the_reason(env: dict[str
     with pytest.raises(InvalidArgumentError, match="ACIDTABLES_WAREHOUSE") as refused:
         OperatorConfig.from_env(env)
     assert found in str(refused.value)
+
+
+def test_the_api_server_comes_from_the_pods_environment_or_the_job_says_what_is_missing() -> None:
+    assert api_server_url({"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}) == (
+        "k8s://https://[fd00::1]:443"
+    )
+    with pytest.raises(InvalidArgumentError, match="KUBERNETES_SERVICE_HOST is not set"):
+        api_server_url({})
+
+
+def test_executors_get_the_drivers_volumes_environment_secrets_and_user(tmp_path: Path) -> None:
+    """The executor pod template is derived from the driver pod: the warehouse volume at the same path,
+    the etcd TLS secret, the settings and secrets' environment, uid 185 with fsGroup, the account; the
+    job writes it where Spark reads it."""
+    config = OperatorConfig(
+        job_image="img:1",
+        credentials_secret="etcd-auth",
+        tls_secret="etcd-tls",
+        job_service_account="acidtables-spark",
+        job_env={"ACIDTABLES_ETCD_ENDPOINTS": "https://etcd:2379", "ACIDTABLES_WAREHOUSE": "/lake"},
+        warehouse_volume={"persistentVolumeClaim": {"claimName": "lake"}},
+        warehouse_path="/lake",
+    )
+    pod = driver_pod(JOB, 1, "sales.orders", config)
+    driver = pod["spec"]["containers"][0]
+    env = {e["name"]: e for e in driver["env"]}
+    template = json.loads(env[EXECUTOR_TEMPLATE_VARIABLE]["value"])
+    assert template == executor_template(pod)
+    spec = template["spec"]
+    executor = spec["containers"][0]
+    assert executor["name"] == "executor"
+    assert {v["name"]: v for v in spec["volumes"]}["warehouse"]["persistentVolumeClaim"] == {"claimName": "lake"}
+    assert {m["name"]: m["mountPath"] for m in executor["volumeMounts"]} == {
+        "etcd-tls": ETCD_TLS_DIR,
+        "warehouse": "/lake",
+    }
+    executor_env = {e["name"]: e for e in executor["env"]}
+    assert executor_env["ACIDTABLES_WAREHOUSE"]["value"] == "/lake"
+    assert executor_env["ACIDTABLES_ETCD_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "etcd-auth",
+        "key": "password",
+    }
+    assert "SPARK_DRIVER_MEMORY" not in executor_env and EXECUTOR_TEMPLATE_VARIABLE not in executor_env
+    assert spec["securityContext"]["runAsUser"] == 185 and spec["securityContext"]["fsGroup"] == 185
+    assert spec["serviceAccountName"] == "acidtables-spark"
+    assert executor["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+    args = build_parser().parse_args(driver["command"][4:])
+    env_values = {k: e.get("value", "") for k, e in env.items()} | {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    conf = spark_conf(args, env_values, template_dir=str(tmp_path))
+    written = Path(conf["spark.kubernetes.executor.podTemplateFile"])
+    assert written.parent == tmp_path and json.loads(written.read_text()) == template
+    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == "executor"
+
+
+def test_a_local_mode_driver_gets_no_executor_template() -> None:
+    local = {**JOB, "spec": {**JOB["spec"], "spark": {"executors": 0}}}
+    env = {
+        e["name"]
+        for e in driver_pod(local, 1, "sales.orders", OperatorConfig(job_image="i"))["spec"]["containers"][0]["env"]
+    }
+    assert EXECUTOR_TEMPLATE_VARIABLE not in env

@@ -79,16 +79,48 @@ def _conflict(exc: ConcurrentModificationException) -> dict[str, object]:
     }
 
 
-def spark_conf(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, str]:
-    """Spark settings of a driver with executors on Kubernetes in client mode (the issue's recipe: the
-    API server at kubernetes.default.svc:443, the driver's host and pod name from the downward API so
-    executors are owned by this pod, the pod's service-account token), then the job's own `--conf`."""
+#: the executor pod template the operator derived from this driver pod (JSON; operator/executors.py)
+EXECUTOR_TEMPLATE_VARIABLE = "ACIDTABLES_EXECUTOR_POD_TEMPLATE"
+
+
+def api_server_url(env: Mapping[str, str]) -> str:
+    """The API server as every pod finds it: KUBERNETES_SERVICE_HOST and _PORT, which the kubelet sets
+    (a cluster without cluster DNS, or with another domain, has no kubernetes.default.svc)."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise InvalidArgumentError(
+            "--executors needs the Kubernetes API server: KUBERNETES_SERVICE_HOST is not set (it is in every pod; "
+            "outside one, run with --executors 0)"
+        )
+    return f"k8s://https://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def executor_template_file(env: Mapping[str, str], directory: str) -> str | None:
+    """The executors' pod template written where Spark reads it (the driver's writable /tmp), or None."""
+    template = env.get(EXECUTOR_TEMPLATE_VARIABLE)
+    if not template:
+        return None
+    path = os.path.join(directory, "acidtables-executor-pod.json")  # Spark reads JSON as YAML
+    with open(path, "w") as out:
+        out.write(template)
+    return path
+
+
+def spark_conf(args: argparse.Namespace, env: Mapping[str, str], template_dir: str = "/tmp") -> dict[str, str]:
+    """Spark settings of a driver with executors on Kubernetes in client mode: the API server from the
+    pod's environment, the driver's host and pod name from the downward API so executors are owned by
+    this pod, the pod's service-account token, the executors' pod template (the driver's volumes,
+    environment and user), then the job's own `--conf`."""
     conf = {}
     if args.executors:
         account = "/var/run/secrets/kubernetes.io/serviceaccount"
+        template = executor_template_file(env, template_dir)
+        if template:
+            conf["spark.kubernetes.executor.podTemplateFile"] = template
+            conf["spark.kubernetes.executor.podTemplateContainerName"] = "executor"
         conf.update(
             {
-                "spark.master": "k8s://https://kubernetes.default.svc:443",
+                "spark.master": api_server_url(env),
                 "spark.submit.deployMode": "client",
                 "spark.executor.instances": str(args.executors),
                 "spark.executor.memory": args.executor_memory,

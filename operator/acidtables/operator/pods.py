@@ -9,6 +9,7 @@ from typing import Any
 from .compactions import pod_name
 from .config import ETCD_TLS_DIR, OperatorConfig
 from .context import quantity_bytes
+from .executors import attach_executor_template
 
 JOB_LABEL = "acidtables.io/compaction-job"
 ATTEMPT_LABEL = "acidtables.io/attempt"
@@ -122,4 +123,6 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
     if volumes:
         pod["spec"]["volumes"] = volumes
         pod["spec"]["containers"][0]["volumeMounts"] = mounts
+    if executors:
+        attach_executor_template(pod)
     return pod

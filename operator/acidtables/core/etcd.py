@@ -566,6 +566,11 @@ class Coordinator:
                 logger.debug("revoking the process lease failed", exc_info=True)
         self._reset_client(close=True)
 
+    @property
+    def closed(self) -> bool:
+        """True once close() was called: this client makes no more requests (the operator's liveness)."""
+        return self._closed.is_set()
+
     def ping(self) -> None:
         self._call("a status request", lambda c: c.status())
 

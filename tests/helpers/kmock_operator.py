@@ -300,7 +300,8 @@ class _Log(logging.Handler):
         self.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
+        if record.name != "aiohttp.access":  # every request of the emulator: noise in a failure message
+            self.lines.append(self.format(record))
 
     def text(self) -> str:
         return "\n".join(self.lines)

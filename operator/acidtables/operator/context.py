@@ -3,6 +3,7 @@ with etcd by following the change feed (one watch per operator, design §6)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -271,12 +272,14 @@ class KubeClient:
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            pod = self._core.read_namespaced_pod(name, namespace)
+            # the raw JSON, not the client's models: the decisions read a few fields, and a model
+            # refuses a status a newer API server (or a test) shapes differently
+            answer: Any = self._core.read_namespaced_pod(name, namespace, _preload_content=False)
         except self._errors as exc:
             if exc.status == 404:
                 return None
             raise
-        result: dict[str, Any] = self._client.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
+        result: dict[str, Any] = json.loads(answer.data)
         return result
 
     def delete_pod(self, namespace: str, name: str) -> None:

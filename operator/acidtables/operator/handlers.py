@@ -153,7 +153,8 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
     def post(obj: Any, kind: str, reason: str, message: str) -> None:
         kopf.event(obj, type=kind, reason=reason, message=message)
 
-    @kopf.timer(GROUP, VERSION, "compactionjobs", interval=JOB_TIMER_SECONDS, registry=registry)
+    # backoff: a step that failed (the API server away) is tried again after this long, not kopf's minute
+    @kopf.timer(GROUP, VERSION, "compactionjobs", interval=JOB_TIMER_SECONDS, backoff=5, registry=registry)
     def drive_compaction(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
         """A CompactionJob's time-based steps (the first attempt, a retry that is due, a driver that
         never started, the TTL after the end); its driver pod's changes come through `follow_driver`.

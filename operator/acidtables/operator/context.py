@@ -174,8 +174,7 @@ class StatusFollower:
             logger.info("could not read the commits of %s: %s", name, exc)
             return
         for record in records:
-            seconds = record.commit_micros / 1_000_000 if record.commit_micros else None
-            self.metrics.committed(name, record.operation.value, seconds)
+            self.metrics.committed(name, record.operation.value)
 
     def _refresh(self, table_id: str) -> None:
         with self._lock:

@@ -11,7 +11,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from acidtables.core import AcidTablesError, Catalog, ChangeFeed, KeyChange, Resync, Table, TableNotFoundError
+from acidtables.core import (
+    AcidTablesError,
+    Catalog,
+    ChangeFeed,
+    KeyChange,
+    LiveRowCounter,
+    Resync,
+    Table,
+    TableNotFoundError,
+)
 from acidtables.metrics import ClusterMetrics
 
 from .compactions import parse_time
@@ -72,6 +81,8 @@ class StatusFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.feed = ChangeFeed(catalog.services.coordinator)
+        #: live rows per partition, remembered by file set: a commit re-reads only what it touched
+        self.counter = LiveRowCounter()
         #: monotonic time the follower last went round its loop (it waits at most 0.5 s per round)
         self.last_cycle = time.monotonic()
         #: monotonic time the watch went down, None while it is up
@@ -184,7 +195,7 @@ class StatusFollower:
         namespace, name, small_file_bytes, table = target
         try:
             in_flight = table.in_flight()
-            status = table_status(table, small_file_bytes=small_file_bytes, in_flight=in_flight)
+            status = table_status(table, small_file_bytes=small_file_bytes, in_flight=in_flight, counter=self.counter)
         except TableNotFoundError:  # dropped behind the resource's back; its handler will say so
             return
         self.patch_status(namespace, name, status)

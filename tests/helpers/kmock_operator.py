@@ -197,6 +197,17 @@ class KmockOperator:
     def start(self, kubeconfig_env: Callable[[str, str], None]) -> KmockOperator:
         """Start the emulator and the operator; `kubeconfig_env(name, value)` sets an environment
         variable for the test (pytest's monkeypatch.setenv)."""
+        self.start_kube(kubeconfig_env)
+        logging.getLogger().addHandler(self.log)
+        self._operator_thread = threading.Thread(target=self._run_operator, name="operator", daemon=True)
+        self._operator_thread.start()
+        self.eventually(lambda: self._context_ready.is_set() or self._failure, "the operator leads")
+        if self._failure is not None:
+            raise AssertionError(f"the operator failed to start: {self._failure!r}")
+        return self
+
+    def start_kube(self, kubeconfig_env: Callable[[str, str], None]) -> KmockOperator:
+        """Start only the emulator, and point KUBECONFIG at it (for clients other than the operator)."""
         self._kube_thread.start()
         if not self._kube_ready.wait(30):
             raise AssertionError("kmock's server did not start within 30 s")
@@ -217,12 +228,6 @@ class KmockOperator:
         kubeconfig_env("ACIDTABLES_LEADER_LEASE_SECONDS", str(self.lease_seconds))
         for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
             kubeconfig_env(name, "")  # never the in-cluster account of a CI runner that is itself a pod
-        logging.getLogger().addHandler(self.log)
-        self._operator_thread = threading.Thread(target=self._run_operator, name="operator", daemon=True)
-        self._operator_thread.start()
-        self.eventually(lambda: self._context_ready.is_set() or self._failure, "the operator leads")
-        if self._failure is not None:
-            raise AssertionError(f"the operator failed to start: {self._failure!r}")
         return self
 
     def _run_operator(self) -> None:

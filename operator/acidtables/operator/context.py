@@ -23,6 +23,7 @@ from acidtables.core import (
 )
 from acidtables.metrics import ClusterMetrics
 
+from . import spark_rbac
 from .compactions import parse_time
 from .config import OperatorConfig
 from .status import DEFAULT_SMALL_FILE_BYTES, table_status
@@ -271,6 +272,25 @@ class KubeClient:
             if exc.status != 404:  # the resource is gone: nothing to show the status on
                 raise
 
+    def create_if_absent(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a ServiceAccount, Role or RoleBinding; False when one of that name exists (left as it is)."""
+        import kubernetes
+
+        namespace, kind = manifest["metadata"]["namespace"], manifest["kind"]
+        body: Any = dict(manifest)  # the client takes a plain manifest as well as its models
+        try:
+            if kind == "ServiceAccount":
+                self._core.create_namespaced_service_account(namespace, body)
+            else:
+                rbac = kubernetes.client.RbacAuthorizationV1Api(self._client)
+                create = rbac.create_namespaced_role if kind == "Role" else rbac.create_namespaced_role_binding
+                create(namespace, body)
+        except self._errors as exc:
+            if exc.status == 409:  # already there (the chart's, an administrator's, or ours): theirs stays
+                return False
+            raise
+        return True
+
     def create_pod(self, manifest: Mapping[str, Any]) -> None:
         """Create the pod; one of that name already there is this attempt's, created before a restart."""
         try:
@@ -373,6 +393,8 @@ class OperatorContext:
         #: the finalizer kopf puts on both kinds (handlers.FINALIZER; set here so helpers need no kopf)
         self.finalizer = "acidtables.io/finalizer"
         self._job_locks: dict[tuple[str, str], threading.Lock] = {}
+        #: namespaces where Spark's account is known to exist (ensure_job_account)
+        self._accounts: set[str] = set()
         self._locks_lock = threading.Lock()
 
     def job_lock(self, namespace: str, name: str) -> threading.Lock:
@@ -385,7 +407,19 @@ class OperatorContext:
             self._job_locks.pop((namespace, name), None)
 
     def ensure_job_account(self, namespace: str) -> None:
-        """What Spark's driver needs in `namespace` before its pod is created (task C fills this in)."""
+        """Create Spark's ServiceAccount, Role and RoleBinding in `namespace` (spark_rbac) once per
+        operator process and namespace, when the config says so; raises the API server's refusal."""
+        name = self.config.job_service_account
+        if not (self.config.create_job_accounts and name) or namespace in self._accounts:
+            return
+        created = [m["kind"] for m in spark_rbac.manifests(namespace, name) if self.kube.create_if_absent(m)]
+        if created:
+            logger.info("created %s %s in namespace %s for Spark's driver pods", "/".join(created), name, namespace)
+        self._accounts.add(namespace)
+
+    def forget_job_account(self, namespace: str) -> None:
+        """The account went missing (a pod was refused for it): create it again before the next attempt."""
+        self._accounts.discard(namespace)
 
     @property
     def kube(self) -> KubeClient:

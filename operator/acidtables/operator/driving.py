@@ -173,13 +173,32 @@ def _create_driver(
             event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),
             reason="NoTable",
         )
+    account = context.config.job_service_account
     try:
         context.ensure_job_account(namespace)
+    except (context.kube.errors, OSError) as exc:  # the operator may not create it: say so on the job
+        code, message = api_error(exc)
+        if code != 403:
+            return _refused(job, attempt, decision, now, exc)  # busy or away: judged like a pod refusal
+        why = (
+            f"the operator may not create Spark's ServiceAccount, Role and RoleBinding {account} in namespace "
+            f"{namespace} ({message}); create them there (the chart's jobs.serviceAccount with watchNamespaces) "
+            "or grant the operator what operator-rbac.yaml grants"
+        )
+        logger.error("%s/%s: %s; the job fails", namespace, job["metadata"]["name"], why)
+        refused = compactions.creation_refused(
+            spec, attempt, now, compactions.Refusal("SparkAccountForbidden", False), why
+        )
+        carried = {k: v for k, v in decision.status.items() if k in ("attempts", "startTime")}
+        refused.status = {**carried, **refused.status}
+        return refused
+    try:
         context.kube.create_pod(driver_pod(job, attempt, table, context.config))
-    except context.kube.errors as exc:  # the API server's answer decides: fail now, or retry later
-        return _refused(job, attempt, decision, now, exc)
-    except OSError as exc:  # no answer at all (connection refused, reset): like a 503, retried
-        return _refused(job, attempt, decision, now, exc)
+    except (context.kube.errors, OSError) as exc:  # the answer decides: fail now, or retry later
+        refused = _refused(job, attempt, decision, now, exc)
+        if refused.reason == "ServiceAccountNotFound":
+            context.forget_job_account(namespace)  # deleted since: created again before the next attempt
+        return refused
     return decision
 
 

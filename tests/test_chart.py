@@ -70,7 +70,9 @@ def test_a_default_install_creates_a_locked_down_operator_and_a_bundled_etcd(
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    assert container["livenessProbe"]["httpGet"]["path"] == "/metrics" and container["resources"]["requests"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health", "scheme": "HTTP"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health", "scheme": "HTTP"}
+    assert container["resources"]["requests"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["ACIDTABLES_ETCD_ENDPOINTS"].startswith(
         f"http://{name}-acidtables-etcd-0.{name}-acidtables-etcd.{namespace}.svc:2379"

@@ -87,8 +87,8 @@ def test_tables_lists_each_table_with_policy_and_version(orders: Table, capsys: 
 
     assert code == 0, err
     header, row = out.splitlines()
-    assert header.split() == ["NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "BYTES"]
-    assert row.split() == ["sales.orders", "delta", "WriteSerializable", "1", "1", "3", str(file_bytes(orders))]
+    assert header.split() == ["NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "PHYSICAL", "ROWS", "BYTES"]
+    assert row.split() == ["sales.orders", "delta", "WriteSerializable", "1", "1", "3", "3", str(file_bytes(orders))]
 
 
 def test_tables_json_has_one_entry_per_table(orders: Table, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,6 +105,7 @@ def test_tables_json_has_one_entry_per_table(orders: Table, capsys: pytest.Captu
         "version": 1,
         "active_files": 1,
         "rows": 3,
+        "physical_rows": 3,
         "size_bytes": file_bytes(orders),
         "damaged": None,
     }

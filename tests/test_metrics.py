@@ -6,6 +6,7 @@ conflict or rebase it counts is certain, and reads the counters from a fresh reg
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -207,11 +208,53 @@ def test_retries_and_exhaustion_are_recorded_in_etcd_under_one_shared_lease(
             second.commit()
 
     catalog.services.coordinator.flush_events()  # events are written by a thread of their own
-    recorded = catalog.services.coordinator.list_events(table.table_id)
+    # each commit's duration is recorded too, under a lease of its own TTL: this test is about the others
+    recorded = [e for e in catalog.services.coordinator.list_events(table.table_id) if e["kind"] != "committed"]
     kinds = [(e["kind"], e["txn_id"]) for e in recorded]
     assert ("retry", later.txn_id) in kinds and ("exhausted", second.txn_id) in kinds
     assert next(e for e in recorded if e["kind"] == "retry")["retries"] == 1
     raw = etcd_client(etcd_server.host, etcd_server.client_port)
-    leases = {meta.lease_id for _, meta in raw.get_prefix(f"{catalog.settings.etcd.prefix}/events/{table.table_id}/")}
+    leases = {
+        meta.lease_id
+        for value, meta in raw.get_prefix(f"{catalog.settings.etcd.prefix}/events/{table.table_id}/")
+        if b'"committed"' not in value
+    }
     assert len(recorded) == 3  # retry and abort from one catalog, exhaustion from the other
     assert len(leases) == 2 and 0 not in leases  # one lease per catalog (process), not one per event
+
+
+def test_cluster_commit_duration_is_each_commits_real_duration_in_seconds(
+    catalog: Catalog, pk_table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: the operator's histogram summed 0.00011 s for 11 commits, because it read the log
+    record's commit_micros, which is stamped before the compare-and-swap that writes it. A commit whose
+    compare-and-swap takes a known 0.3 s (a slow etcd) must now count at least that, in seconds."""
+    from acidtables.metrics import ClusterMetrics
+
+    coordinator = catalog.services.coordinator
+    real_cas = coordinator.compare_and_swap
+    delay = 0.3
+
+    def slow_cas(*args: object, **kwargs: object) -> object:
+        time.sleep(delay)  # the known delay under test: the etcd round trip of a slow cluster
+        return real_cas(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coordinator, "compare_and_swap", slow_cas)
+    for _ in range(2):
+        tx = pk_table.begin("insert_into")
+        _stage(tx, "a")
+        tx.commit()
+    coordinator.flush_events()
+    registry = CollectorRegistry()
+    cluster = ClusterMetrics(registry)
+    recorded = [e for e in coordinator.list_events(pk_table.table_id) if e.get("kind") == "committed"]
+    for number, event in enumerate(recorded):
+        cluster.recorded_event(f"key-{number}", event)
+        cluster.recorded_event(f"key-{number}", event)  # a resync repeats records: each counts once
+    labels = {"namespace": "s", "table": "t", "operation": "insert_into"}
+    count = registry.get_sample_value("acidtables_cluster_commit_duration_seconds_count", labels)
+    total = registry.get_sample_value("acidtables_cluster_commit_duration_seconds_sum", labels)
+    assert count == 2
+    assert total is not None and 2 * delay <= total < 2 * delay + 2.0
+    # what the log record alone says is not the duration: it lacks the landing round trip
+    assert all(r.commit_micros / 1e6 < delay for r in pk_table.commits(1, 2))

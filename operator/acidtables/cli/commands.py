@@ -16,7 +16,9 @@ from acidtables.core import (
     Column,
     CorruptMetadataError,
     HistoryEntry,
+    LiveRowCounter,
     Snapshot,
+    Storage,
     Table,
     TableNotFoundError,
     split_name,
@@ -47,8 +49,10 @@ class TableSummary:
     isolation_level: str | None
     version: int | None
     active_files: int | None
+    #: what a read returns (merge-on-read applied); physical_rows: what the files hold
     rows: int | None
     size_bytes: int | None
+    physical_rows: int | None = None
     #: why the table cannot be read (CorruptMetadataError's message); None for a healthy table
     damaged: str | None = None
 
@@ -57,16 +61,19 @@ class TableSummary:
         return TableSummary(name, None, None, None, None, None, None, damaged=reason)
 
     @staticmethod
-    def of(snapshot: Snapshot) -> TableSummary:
+    def of(snapshot: Snapshot, storage: Storage | None = None) -> TableSummary:
+        """With `storage`, rows are the live rows a read returns (core.live_rows); without, the log's."""
         meta = snapshot.metadata
+        counts = LiveRowCounter().count(snapshot, storage) if storage is not None else None
         return TableSummary(
             name=meta.name,
             conflict_policy=meta.conflict_policy.value,
             isolation_level=meta.isolation_level.value if meta.isolation_level else None,
             version=snapshot.version,
             active_files=len(snapshot.files_by_path),
-            rows=snapshot.row_count,
+            rows=counts.live if counts is not None else snapshot.row_count,
             size_bytes=snapshot.size_bytes,
+            physical_rows=counts.physical if counts is not None else snapshot.row_count,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +87,7 @@ class TableSummary:
             "version": self.version,
             "active_files": self.active_files,
             "rows": self.rows,
+            "physical_rows": self.physical_rows,
             "size_bytes": self.size_bytes,
             "damaged": self.damaged,
         }
@@ -97,11 +105,20 @@ class TablesResult:
         if not self.tables:
             where = f" in namespace {self.namespace}" if self.namespace else ""
             return f"no tables{where}"
-        headers = ("NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "BYTES")
+        headers = ("NAME", "POLICY", "ISOLATION", "VERSION", "FILES", "ROWS", "PHYSICAL ROWS", "BYTES")
         rows = [
-            (t.name, "DAMAGED", "-", "-", "-", "-", "-")
+            (t.name, "DAMAGED", "-", "-", "-", "-", "-", "-")
             if t.damaged
-            else (t.name, t.conflict_policy, t.isolation_level, t.version, t.active_files, t.rows, t.size_bytes)
+            else (
+                t.name,
+                t.conflict_policy,
+                t.isolation_level,
+                t.version,
+                t.active_files,
+                t.rows,
+                t.physical_rows,
+                t.size_bytes,
+            )
             for t in self.tables
         ]
         notes = [f"{t.name}: {t.damaged}" for t in self.tables if t.damaged]
@@ -112,13 +129,13 @@ def list_tables(catalog: Catalog, namespace: str | None) -> TablesResult:
     summaries = []
     for name in catalog.list_tables(namespace):
         try:
-            snapshot = catalog.table(name).snapshot()
+            table = catalog.table(name)
+            # live rows as a read returns them, as the AcidTable's status.rows says (issue 25)
+            summaries.append(TableSummary.of(table.snapshot(), table.storage))
         except TableNotFoundError:
             continue  # dropped between the listing and the read: it no longer exists
         except CorruptMetadataError as exc:  # listed as damaged; the other tables still show
             summaries.append(TableSummary.of_damaged(name, str(exc)))
-            continue
-        summaries.append(TableSummary.of(snapshot))
     return TablesResult(namespace, tuple(summaries))
 
 

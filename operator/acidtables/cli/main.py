@@ -156,8 +156,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="watch this namespace (repeatable); default: all namespaces",
     )
     operator.add_argument(
-        "--liveness", metavar="URL", help="serve liveness at this URL, e.g. http://0.0.0.0:8080/healthz"
+        "--liveness",
+        metavar="URL",
+        help="also serve kopf's own liveness at this URL (leader only; the operator's /healthz and /readyz "
+        "are on ACIDTABLES_HEALTH_PORT, 8080, on every replica)",
     )
+
+    release = sub.add_parser(
+        "release-finalizers",
+        parents=options,
+        help="take acidtables' finalizer off AcidTables and CompactionJobs, when the operator is gone",
+        description="With the operator uninstalled, deleting an AcidTable or CompactionJob (or its namespace) "
+        "waits for ever on the operator's finalizer. This removes only acidtables' finalizer; the deletion "
+        "handler does not run, so tables stay in etcd and their files stay (as with deletionPolicy Retain).",
+    )
+    release.add_argument("--namespace", metavar="NS", help="only this namespace (default: all namespaces)")
+    release.add_argument("--dry-run", action="store_true", help="list what would be released, change nothing")
     return parser
 
 
@@ -211,6 +225,11 @@ def _run(args: argparse.Namespace) -> int:
             from .demo.spark import run_spark_demo  # Spark starts only for this command
 
             render(run_spark_demo(), as_json=args.json, out=out)
+        return EXIT_OK
+    if args.command == "release-finalizers":
+        from .finalizers import release  # the Kubernetes client loads only for this command
+
+        render(release(args.namespace, args.dry_run), as_json=args.json, out=out)
         return EXIT_OK
     if args.command == "operator":
         from acidtables.operator import run as run_operator  # kopf starts only for this command

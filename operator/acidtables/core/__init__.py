@@ -52,6 +52,7 @@ from acidtables.core.feed import ChangeFeed, KeyChange, Resync
 from acidtables.core.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.fsck import FsckCheck, FsckReport
 from acidtables.core.leader import Leadership, campaign
+from acidtables.core.live_rows import LiveRowCounter, RowCounts
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.records import (
@@ -116,6 +117,7 @@ __all__ = [
     "KeyChange",
     "Leadership",
     "Literal",
+    "LiveRowCounter",
     "ObjectStore",
     "Operation",
     "PartitionFiles",
@@ -123,6 +125,7 @@ __all__ = [
     "ProtocolChangedException",
     "Resync",
     "Retention",
+    "RowCounts",
     "RowsLostError",
     "Settings",
     "Snapshot",

@@ -314,7 +314,8 @@ class Coordinator:
         self._lease: Any = None
         self._lease_ttl = 30
         #: (granted at, lease) shared by this process's recorded events (record_event)
-        self._events_lease: tuple[float, Any] = (0.0, None)
+        #: per event TTL: (granted at, lease) shared by this process's events of that TTL
+        self._events_leases: dict[int, tuple[float, Any]] = {}
         self._keepalive: threading.Thread | None = None
         self._closed = threading.Event()
         #: keys per range page; halves (for good) when a page of large entries overflows an answer
@@ -565,6 +566,11 @@ class Coordinator:
             except Exception:  # best effort: the lease expires on its own
                 logger.debug("revoking the process lease failed", exc_info=True)
         self._reset_client(close=True)
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called: this client makes no more requests (the operator's liveness)."""
+        return self._closed.is_set()
 
     def ping(self) -> None:
         self._call("a status request", lambda c: c.status())
@@ -1302,7 +1308,7 @@ class Coordinator:
                 self.client.put(key, _dumps(event), lease=lease)
             except Exception as exc:  # metrics must never turn a result into a failure
                 with self._lock:
-                    self._events_lease = (0.0, None)  # a lost or revoked lease: grant a new one next time
+                    self._events_leases.pop(ttl, None)  # a lost or revoked lease: grant a new one next time
                 logger.info("could not record a %s event in etcd: %s", event.get("kind"), exc)
             with self._lock:
                 self._events.pop(0)
@@ -1310,10 +1316,10 @@ class Coordinator:
 
     def _event_lease(self, ttl: int) -> Any:
         with self._lock:
-            granted_at, lease = self._events_lease
+            granted_at, lease = self._events_leases.get(ttl, (0.0, None))
             if lease is None or self.timer.now() - granted_at >= ttl / 2:
                 lease = self.client.lease(ttl)
-                self._events_lease = (self.timer.now(), lease)
+                self._events_leases[ttl] = (self.timer.now(), lease)
             return lease
 
     def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:

@@ -337,9 +337,9 @@ class CommitRecord:
     user_metadata: Mapping[str, str] = field(default_factory=dict)
     #: how many times the commit was rebased before it landed
     retries: int = 0
-    #: microseconds from the writer's commit() to the compare-and-swap that landed (its rebases,
-    #: backoffs and the staged files' proof included; the last round trip not): commit latency as
-    #: every writer saw it, readable by whoever follows the log
+    #: microseconds from the writer's commit() to sending the compare-and-swap that landed (its rebases
+    #: and backoffs included; that last round trip cannot be, the record being what it writes). The
+    #: commit's whole duration is the writer's `committed` event record (Services.report)
     commit_micros: int = 0
 
     @property

@@ -70,6 +70,23 @@ class Services:
         operator counts cluster-wide (conflict, retry, exhausted, aborted) in etcd: they happen inside
         Spark drivers and job pods the operator cannot see otherwise. Never raises."""
         events.emit(event)
+        duration_ttl = self.settings.commit.duration_event_ttl_seconds
+        if event.kind == "committed" and duration_ttl > 0:
+            # the commit's real duration, its landing round trip included: only the writer knows it, and
+            # only after the compare-and-swap, so it cannot be in the log record the operator reads
+            self.coordinator.record_event(
+                event.table_id,
+                event.txn_id,
+                {
+                    "kind": "committed",
+                    "table": f"{event.namespace}.{event.table}",
+                    "operation": event.operation,
+                    "txn_id": event.txn_id,
+                    "duration_seconds": event.duration_seconds,
+                },
+                duration_ttl,
+            )
+            return
         if event.kind not in RECORDED_KINDS:
             return
         self.coordinator.record_event(

@@ -138,6 +138,11 @@ class CommitSettings:
     register_after_seconds: float = 1.0
     #: conflicts and aborts recorded in etcd for the operator expire after this long
     event_ttl_seconds: int = 3600
+    #: each commit's duration, recorded in etcd after its compare-and-swap landed (the log record cannot
+    #: hold the round trip that wrote it) for the operator's commit-duration histogram, lives this long:
+    #: long enough for a following operator, short so etcd holds only a few minutes of commits. 0: none
+    #: are recorded (ACIDTABLES_COMMIT_DURATION_EVENT_TTL_SECONDS)
+    duration_event_ttl_seconds: int = 120
     #: the newest log entries kept in etcd; older ones move to archive segments in the table location
     #: (design §2), after every `log_window_versions // 2` commits, off the commit path
     log_window_versions: int = 100
@@ -153,6 +158,14 @@ class CommitSettings:
             max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
             checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
             log_window_versions=_int(env, "ACIDTABLES_LOG_WINDOW_VERSIONS", CommitSettings.log_window_versions),
+            duration_event_ttl_seconds=int(
+                _float(
+                    env,
+                    "ACIDTABLES_COMMIT_DURATION_EVENT_TTL_SECONDS",
+                    CommitSettings.duration_event_ttl_seconds,
+                    zero_allowed=True,
+                )
+            ),
             retention_minimum_seconds=_float(
                 env,
                 "ACIDTABLES_RETENTION_MINIMUM_SECONDS",

@@ -5,7 +5,13 @@ operator restarted mid-job picks up exactly where the status says it was.
 
 Phases: Pending (pod created, not running), Running, Succeeded, Conflicted (lost to a concurrent
 commit: not retried, the next run will find the files), Failed (after `backoffLimit` retries, or a
-driver that never started or vanished).
+driver that never started or vanished, or a driver pod the API server refuses for good).
+
+A driver pod the API server refuses (`creation_refused`) is judged by its answer: an invalid spec
+(422/400), a refusal by RBAC (403 "cannot create") or a namespace that is gone (404) will refuse every
+attempt alike, so the job fails at once; an exhausted quota, a ServiceAccount not there yet (the
+operator creates it before each attempt) or an API server that is busy or away (429, 5xx) may clear,
+so the attempt is retried with backoff, and the condition and Event say when.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ class Decision:
     delete_job: bool = False
     #: (type, reason, message) of an Event to post on the job
     event: tuple[str, str, str] | None = None
+    #: the CamelCase cause for the job's conditions (a refusal's reason), when not the phase itself
+    reason: str | None = None
+    #: the Stalled condition: True while an attempt waits on something (a retry, a pod that cannot
+    #: start), False once one runs; None leaves it as it is
+    stalled: bool | None = None
 
 
 def parse_time(value: object) -> datetime | None:
@@ -63,6 +74,23 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str:
     return "not scheduled or not started"
 
 
+#: container waiting reasons that do not clear by themselves within seconds (the pod needs a Secret,
+#: ConfigMap or image that is not there), reported at once instead of at the start timeout
+STUCK_REASONS = frozenset(
+    {"CreateContainerConfigError", "CreateContainerError", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
+)
+
+
+def _stuck(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) of a driver container waiting for something that will not come by itself."""
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in STUCK_REASONS:
+            message = str(waiting.get("message") or waiting["reason"])
+            return str(waiting["reason"]), f"the driver pod cannot start: {waiting['reason']}: {message}"
+    return None
+
+
 def outcome_of(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The job's outcome from the driver's termination message (what acidtables.jobs wrote)."""
     terminated = _terminated(pod) or {}
@@ -75,6 +103,52 @@ def outcome_of(pod: Mapping[str, Any]) -> dict[str, Any]:
         reason = terminated.get("reason") or pod.get("status", {}).get("reason") or "unknown"
         return {"phase": "Failed", "message": f"the driver ended ({reason}, exit code {code}) without an outcome"}
     return outcome
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the API server refused a driver pod, in a condition's terms."""
+
+    #: CamelCase, for the condition and the Event
+    reason: str
+    #: whether another attempt can succeed without anyone changing anything but time
+    transient: bool
+
+
+def classify_refusal(status: int | None, message: str) -> Refusal:
+    """What an API server's answer to a pod creation means (status None: no answer at all)."""
+    text = message.lower()
+    if status is None or status == 429 or status >= 500:
+        return Refusal("ApiUnavailable", True)
+    if status == 403 and "exceeded quota" in text:
+        return Refusal("QuotaExceeded", True)
+    if status == 403 and "serviceaccount" in text and "not found" in text:
+        return Refusal("ServiceAccountNotFound", True)
+    if status == 403:
+        return Refusal("Forbidden", False)
+    if status in (400, 422):
+        return Refusal("InvalidPodSpec", False)
+    if status == 404:
+        return Refusal("NamespaceNotFound", False)
+    return Refusal("PodRefused", False)
+
+
+def creation_refused(spec: Mapping[str, Any], attempts: int, now: datetime, refusal: Refusal, message: str) -> Decision:
+    """The attempt whose pod was refused: Failed at once for a permanent cause, else retried with the
+    same backoff as a failed driver while attempts remain (`backoffLimit`)."""
+    why = f"the API server refused driver pod attempt {attempts}: {message}"
+    if not refusal.transient:
+        return Decision(
+            status={"phase": "Failed", "completionTime": stamp(now), "message": why},
+            event=("Warning", refusal.reason, f"{why}; not retried (the same request would be refused again)"),
+            reason=refusal.reason,
+            stalled=False,
+        )
+    decision = _failed_attempt(spec, attempts, now, why, None)
+    kind, _, text = decision.event or ("Warning", "", why)
+    decision.event = (kind, refusal.reason, text)
+    decision.reason = refusal.reason
+    return decision
 
 
 def decide(
@@ -107,6 +181,7 @@ def decide(
             status={"phase": "Pending", "attempts": attempts + 1, "retryAt": None},
             create_attempt=attempts + 1,
             event=("Normal", "Retrying", f"created driver pod attempt {attempts + 1}"),
+            stalled=False,
         )
     if pod is None or (pod.get("metadata", {}).get("deletionTimestamp") and _terminated(pod) is None):
         return _failed_attempt(spec, attempts, now, "the driver pod was deleted before it finished", None)
@@ -123,11 +198,23 @@ def decide(
             event=("Normal" if outcome["phase"] == "Succeeded" else "Warning", outcome["phase"], message),
         )
     if pod_phase == "Running":
-        return Decision(status={"phase": "Running"} if phase != "Running" else {})
+        return Decision(status={"phase": "Running"}, stalled=False) if phase != "Running" else Decision()
     created = parse_time(pod.get("metadata", {}).get("creationTimestamp")) or now
     if now - created > start_timeout:
         why = f"the driver pod did not start within {int(start_timeout.total_seconds())} s ({_waiting_reason(pod)})"
         return _failed_attempt(spec, attempts, now, why, pod.get("metadata", {}).get("name"))
+    stuck = _stuck(pod)
+    if stuck is not None and status.get("message") != stuck[1]:
+        # said once per cause, at once: the kubelet retries (a Secret created now still helps) until
+        # the start timeout fails the attempt
+        reason, why = stuck
+        deadline = int((created + start_timeout - now).total_seconds())
+        return Decision(
+            status={"message": why},
+            event=("Warning", reason, f"{why}; the attempt fails if the pod has not started in {deadline} s"),
+            reason=reason,
+            stalled=True,
+        )
     return Decision()
 
 
@@ -144,11 +231,13 @@ def _failed_attempt(
     if attempts <= limit:
         delay = min(10 * 2 ** (attempts - 1), 300)
         return Decision(
-            status={"retryAt": stamp(now + timedelta(seconds=delay)), "message": why},
+            status={"retryAt": stamp(now + timedelta(seconds=delay)), "message": f"{why}; retrying in {delay} s"},
             delete_pod=doomed_pod,
             event=("Warning", "AttemptFailed", f"attempt {attempts}: {why}; retrying in {delay} s"),
+            reason="AttemptFailed",
+            stalled=True,
         )
     status: dict[str, Any] = {"phase": "Failed", "completionTime": stamp(now), "message": why}
     if outcome is not None:
         status["result"] = {k: v for k, v in outcome.items() if k not in ("phase", "message")}
-    return Decision(status=status, delete_pod=doomed_pod, event=("Warning", "Failed", why))
+    return Decision(status=status, delete_pod=doomed_pod, event=("Warning", "Failed", why), stalled=False)

@@ -74,6 +74,9 @@ class OperatorConfig:
     warehouse_volume: Mapping[str, Any] | None = None
     #: the warehouse's path in every pod, when it is a mounted volume
     warehouse_path: str | None = None
+    #: create `job_service_account` (with Spark's Role and RoleBinding) in a job's namespace when it is
+    #: not there (ACIDTABLES_JOB_ACCOUNTS_CREATE; the chart sets it when it watches all namespaces)
+    create_job_accounts: bool = False
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -102,6 +105,7 @@ class OperatorConfig:
             archive_quiet_seconds=float(env.get("ACIDTABLES_ARCHIVE_QUIET_SECONDS") or 600),
             warehouse_volume=volume,
             warehouse_path=path,
+            create_job_accounts=(env.get("ACIDTABLES_JOB_ACCOUNTS_CREATE") or "").lower() in ("1", "true", "yes"),
         )
 
 

@@ -3,15 +3,27 @@ with etcd by following the change feed (one watch per operator, design §6)."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from acidtables.core import AcidTablesError, Catalog, ChangeFeed, KeyChange, Resync, Table, TableNotFoundError
+from acidtables.core import (
+    AcidTablesError,
+    Catalog,
+    ChangeFeed,
+    KeyChange,
+    LiveRowCounter,
+    Resync,
+    Table,
+    TableNotFoundError,
+)
 from acidtables.metrics import ClusterMetrics
 
+from . import spark_rbac
 from .compactions import parse_time
 from .config import OperatorConfig
 from .status import DEFAULT_SMALL_FILE_BYTES, table_status
@@ -70,6 +82,15 @@ class StatusFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.feed = ChangeFeed(catalog.services.coordinator)
+        #: live rows per partition, remembered by file set: a commit re-reads only what it touched
+        self.counter = LiveRowCounter()
+        #: monotonic time the follower last went round its loop (it waits at most 0.5 s per round)
+        self.last_cycle = time.monotonic()
+        #: monotonic time the watch went down, None while it is up
+        self.watch_down_since: float | None = None
+        #: liveness: a loop silent this long is stuck; a watch down this long (etcd answering) is dead
+        self.stuck_after_seconds = 30.0
+        self.watch_down_limit_seconds = 120.0
 
     def follow(self, table: Table, namespace: str, name: str, small_file_bytes: int) -> None:
         with self._lock:
@@ -91,11 +112,35 @@ class StatusFollower:
             self._thread.join(timeout=10)
         self.feed.close()
 
+    def problem(self, etcd_answers: bool) -> str | None:
+        """What liveness reports about the follower: None while it runs, cycles and watches. A watch
+        that is down counts only while etcd itself answers (`etcd_answers`): with etcd away, restarting
+        the operator would not bring the watch back, and readiness says so already."""
+        if self._thread is None or self._stop.is_set():
+            return None  # not started (a standby), or stopped on purpose
+        if not self._thread.is_alive():
+            return "the etcd change-feed follower thread ended: table status and cluster metrics stopped"
+        silent = time.monotonic() - self.last_cycle
+        if silent > self.stuck_after_seconds:
+            return f"the etcd change-feed follower has not gone round its loop for {silent:.0f} s: it is stuck"
+        down = self.watch_down_since
+        if down is not None and etcd_answers and time.monotonic() - down > self.watch_down_limit_seconds:
+            return (
+                f"the etcd watch has been down for {time.monotonic() - down:.0f} s while etcd answers "
+                f"(limit {self.watch_down_limit_seconds:.0f} s): it does not come back by itself"
+            )
+        return None
+
     def _run(self) -> None:
         while not self._stop.is_set():
+            self.last_cycle = time.monotonic()
             try:
                 got = self.feed.next(self.min_refresh_seconds if self._pending else 0.5)
                 self.metrics.watch_up.set(1 if self.feed.up else 0)
+                if self.feed.up:
+                    self.watch_down_since = None
+                elif self.watch_down_since is None:
+                    self.watch_down_since = time.monotonic()
                 self._pending |= self._apply(got, count=not isinstance(got, Resync))
                 now = time.monotonic()
                 for table_id in sorted(self._pending):
@@ -104,7 +149,9 @@ class StatusFollower:
                         self._refreshed[table_id] = now
                         self._refresh(table_id)
             except Exception:  # a bad moment must not stop status for every table
-                logger.exception("the status follower hit an error; continuing")
+                logger.exception("the status follower hit an error; continuing in 1 s")
+                if not self.feed.up and self.watch_down_since is None:
+                    self.watch_down_since = time.monotonic()
                 self._stop.wait(1.0)
 
     def _apply(self, got: list[KeyChange] | Resync, *, count: bool) -> set[str]:
@@ -139,8 +186,7 @@ class StatusFollower:
             logger.info("could not read the commits of %s: %s", name, exc)
             return
         for record in records:
-            seconds = record.commit_micros / 1_000_000 if record.commit_micros else None
-            self.metrics.committed(name, record.operation.value, seconds)
+            self.metrics.committed(name, record.operation.value)
 
     def _refresh(self, table_id: str) -> None:
         with self._lock:
@@ -150,7 +196,7 @@ class StatusFollower:
         namespace, name, small_file_bytes, table = target
         try:
             in_flight = table.in_flight()
-            status = table_status(table, small_file_bytes=small_file_bytes, in_flight=in_flight)
+            status = table_status(table, small_file_bytes=small_file_bytes, in_flight=in_flight, counter=self.counter)
         except TableNotFoundError:  # dropped behind the resource's back; its handler will say so
             return
         self.patch_status(namespace, name, status)
@@ -174,11 +220,48 @@ class KubeClient:
         try:
             kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
         except kubernetes.config.ConfigException:
-            kubernetes.config.load_kube_config()  # type: ignore[no-untyped-call]
+            # KUBECONFIG as it is now: the client reads the variable once, when it is imported
+            kubernetes.config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)  # type: ignore[no-untyped-call]
         self._errors = kubernetes.client.ApiException
         self._custom = kubernetes.client.CustomObjectsApi()
         self._core = kubernetes.client.CoreV1Api()
         self._client = kubernetes.client.ApiClient()
+
+    @property
+    def errors(self) -> type[Exception]:
+        """The client's exception for an answer other than 2xx (its `status` and `body` say which)."""
+        errors: type[Exception] = self._errors
+        return errors
+
+    def ping(self) -> None:
+        """Ask the API server for its version (readiness: it answers, with our credentials)."""
+        import kubernetes
+
+        kubernetes.client.VersionApi(self._client).get_code(_request_timeout=5)
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read_custom(namespace, "compactionjobs", name)
+
+    def read_table(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read_custom(namespace, PLURAL, name)
+
+    def _read_custom(self, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            found: Any = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+        except self._errors as exc:
+            if exc.status == 404:  # deleted meanwhile: the caller has nothing to do
+                return None
+            raise
+        return dict(found)
+
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        try:
+            self._custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, "compactionjobs", name, {"status": dict(status)}
+            )
+        except self._errors as exc:
+            if exc.status != 404:  # the job is gone: nothing to show the status on
+                raise
 
     def patch_table_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         try:
@@ -188,6 +271,25 @@ class KubeClient:
         except self._errors as exc:
             if exc.status != 404:  # the resource is gone: nothing to show the status on
                 raise
+
+    def create_if_absent(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a ServiceAccount, Role or RoleBinding; False when one of that name exists (left as it is)."""
+        import kubernetes
+
+        namespace, kind = manifest["metadata"]["namespace"], manifest["kind"]
+        body: Any = dict(manifest)  # the client takes a plain manifest as well as its models
+        try:
+            if kind == "ServiceAccount":
+                self._core.create_namespaced_service_account(namespace, body)
+            else:
+                rbac = kubernetes.client.RbacAuthorizationV1Api(self._client)
+                create = rbac.create_namespaced_role if kind == "Role" else rbac.create_namespaced_role_binding
+                create(namespace, body)
+        except self._errors as exc:
+            if exc.status == 409:  # already there (the chart's, an administrator's, or ours): theirs stays
+                return False
+            raise
+        return True
 
     def create_pod(self, manifest: Mapping[str, Any]) -> None:
         """Create the pod; one of that name already there is this attempt's, created before a restart."""
@@ -200,12 +302,14 @@ class KubeClient:
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            pod = self._core.read_namespaced_pod(name, namespace)
+            # the raw JSON, not the client's models: the decisions read a few fields, and a model
+            # refuses a status a newer API server (or a test) shapes differently
+            answer: Any = self._core.read_namespaced_pod(name, namespace, _preload_content=False)
         except self._errors as exc:
             if exc.status == 404:
                 return None
             raise
-        result: dict[str, Any] = self._client.sanitize_for_serialization(pod)  # type: ignore[no-untyped-call]
+        result: dict[str, Any] = json.loads(answer.data)
         return result
 
     def delete_pod(self, namespace: str, name: str) -> None:
@@ -286,6 +390,36 @@ class OperatorContext:
         self.stop_flag = stop_flag
         self.follower: StatusFollower | None = None
         self._kube: KubeClient | None = None
+        #: the finalizer kopf puts on both kinds (handlers.FINALIZER; set here so helpers need no kopf)
+        self.finalizer = "acidtables.io/finalizer"
+        self._job_locks: dict[tuple[str, str], threading.Lock] = {}
+        #: namespaces where Spark's account is known to exist (ensure_job_account)
+        self._accounts: set[str] = set()
+        self._locks_lock = threading.Lock()
+
+    def job_lock(self, namespace: str, name: str) -> threading.Lock:
+        """One lock per CompactionJob: its timer and its driver pod's events never step it at once."""
+        with self._locks_lock:
+            return self._job_locks.setdefault((namespace, name), threading.Lock())
+
+    def forget_job(self, namespace: str, name: str) -> None:
+        with self._locks_lock:
+            self._job_locks.pop((namespace, name), None)
+
+    def ensure_job_account(self, namespace: str) -> None:
+        """Create Spark's ServiceAccount, Role and RoleBinding in `namespace` (spark_rbac) once per
+        operator process and namespace, when the config says so; raises the API server's refusal."""
+        name = self.config.job_service_account
+        if not (self.config.create_job_accounts and name) or namespace in self._accounts:
+            return
+        created = [m["kind"] for m in spark_rbac.manifests(namespace, name) if self.kube.create_if_absent(m)]
+        if created:
+            logger.info("created %s %s in namespace %s for Spark's driver pods", "/".join(created), name, namespace)
+        self._accounts.add(namespace)
+
+    def forget_job_account(self, namespace: str) -> None:
+        """The account went missing (a pod was refused for it): create it again before the next attempt."""
+        self._accounts.discard(namespace)
 
     @property
     def kube(self) -> KubeClient:

@@ -7,6 +7,7 @@ prune), and the deletion finalizer is `acidtables.io/finalizer`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,25 +18,28 @@ from acidtables.core import (
     AcidTablesError,
     CoordinatorUnavailable,
     InvalidArgumentError,
-    TableNotFoundError,
     partition_files,
 )
 
-from . import autocompact, compactions, conditions, maintenance, tables
+from . import autocompact, compactions, conditions, driving, maintenance, tables
 from .config import OperatorConfig
 from .context import OperatorContext
 from .definition import catalog_name
-from .pods import driver_pod
+from .health import Health, heartbeat
+from .pods import JOB_LABEL
 from .status import table_status
 
 logger = logging.getLogger(__name__)
 
 GROUP, VERSION = "acidtables.io", "v1alpha1"
 FINALIZER = "acidtables.io/finalizer"
+#: the job timer's tick: only time-based steps wait for it (a driver pod's change steps its job at once)
+JOB_TIMER_SECONDS = 2.0
 
 
-def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
-    """A registry of this operator's handlers (explicit, so importing this module registers nothing)."""
+def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf.OperatorRegistry:
+    """A registry of this operator's handlers (explicit, so importing this module registers nothing);
+    with `health`, a heartbeat task in kopf's event loop feeds its liveness."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -53,7 +57,21 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         # A timer still running when its resource is deleted is checked again after this long (kopf's
         # default is a minute, which is how long a deleted AcidTable would wait for auto_compact).
         settings.background.cancellation_polling = 1
+        memo.finalizer = FINALIZER
         memo.start()
+
+    if health is not None:
+        beating: list[asyncio.Task[None]] = []
+
+        @kopf.on.startup(registry=registry)
+        async def start_heartbeat(**_: Any) -> None:
+            # a task of kopf's own loop: a handler that blocks the loop stops the beat (liveness)
+            beating.append(asyncio.get_running_loop().create_task(heartbeat(health)))
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop_heartbeat(**_: Any) -> None:
+            for task in beating:
+                task.cancel()
 
     @kopf.on.cleanup(registry=registry)
     def stop(memo: Any, **_: Any) -> None:
@@ -132,78 +150,35 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         context.unfollow(namespace, name)
         kopf.info(body, reason="Released", message=said)
 
-    @kopf.timer(GROUP, VERSION, "compactionjobs", interval=1.0, registry=registry)
-    def drive_compaction(
-        body: kopf.Body,
-        spec: kopf.Spec,
-        status: kopf.Status,
-        name: str,
-        namespace: str | None,
-        meta: kopf.Meta,
-        patch: kopf.Patch,
-        memo: Any,
-        **_: Any,
+    def post(obj: Any, kind: str, reason: str, message: str) -> None:
+        kopf.event(obj, type=kind, reason=reason, message=message)
+
+    # backoff: a step that failed (the API server away) is tried again after this long, not kopf's minute
+    @kopf.timer(GROUP, VERSION, "compactionjobs", interval=JOB_TIMER_SECONDS, backoff=5, registry=registry)
+    def drive_compaction(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+        """A CompactionJob's time-based steps (the first attempt, a retry that is due, a driver that
+        never started, the TTL after the end); its driver pod's changes come through `follow_driver`.
+        Idempotent (driving.step reads the job afresh), so a restarted operator continues from the status."""
+        assert namespace is not None  # both kinds are namespaced (the CRDs say so)
+        driving.step(memo, namespace, name, post)
+
+    @kopf.on.event("", "v1", "pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)
+    def follow_driver(
+        type: str | None, labels: kopf.Labels, namespace: str | None, status: kopf.Status, memo: Any, **_: Any
     ) -> None:
-        """One step of a CompactionJob (compactions.decide), carried out: idempotent, so a restarted
-        operator continues from the status."""
+        """A driver pod changed: step its job now, not at the next timer tick (issue 25: a finished
+        job's conditions must follow within seconds)."""
+        if namespace is None or type is None:
+            return  # the initial listing: the jobs' timers look at every job once anyway
+        driving.step(memo, namespace, str(labels[JOB_LABEL]), post)
+
+    @kopf.on.delete(GROUP, VERSION, "compactionjobs", optional=True, registry=registry)
+    def forget_job(name: str, namespace: str | None, spec: kopf.Spec, memo: Any, **_: Any) -> None:
+        """A deleted job no longer counts as running on its table."""
         assert namespace is not None
         context: OperatorContext = memo
-        attempts = int(status.get("attempts") or 0)
-        pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
-        now = datetime.now(UTC)
-        decision = compactions.decide(
-            spec,
-            status,
-            pod,
-            now,
-            start_timeout=context.config.driver_start_timeout,
-            ttl_seconds=spec.get("ttlSecondsAfterFinished"),
-        )
-        if decision.delete_job:
-            context.kube.delete_job(namespace, name, FINALIZER)
-            return
-        attempt = decision.create_attempt
-        if attempt is not None:
-            table = catalog_name(namespace, spec["table"])
-            try:
-                context.catalog.table(table)
-            except TableNotFoundError:
-                decision = compactions.Decision(
-                    status={
-                        "phase": "Failed",
-                        "completionTime": conditions.stamp(now),
-                        "message": f"no table {table} (AcidTable {spec['table']})",
-                    },
-                    event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),
-                )
-            else:
-                context.kube.create_pod(driver_pod(body, attempt, table, context.config))
-        if decision.delete_pod is not None:
-            context.kube.delete_pod(namespace, decision.delete_pod)
-        if decision.status:
-            patch.status.update(decision.status)
-            patch.status["observedGeneration"] = meta.get("generation")
-            phase = decision.status.get("phase")
-            if phase in compactions.TERMINAL:
-                started = compactions.parse_time(status.get("startTime"))
-                ended = compactions.parse_time(decision.status.get("completionTime"))
-                seconds = (ended - started).total_seconds() if started and ended else None
-                rewritten = int((decision.status.get("result") or {}).get("bytesRewritten") or 0)
-                context.metrics.job_finished(str(spec.get("type")), str(phase), seconds, rewritten)
-                previous = status.get("conditions")
-                message = str(decision.status.get("message") or phase)
-                patch.status["conditions"] = conditions.merged(
-                    previous,
-                    conditions.condition(
-                        previous, "Succeeded", phase == "Succeeded", str(phase), message, meta.get("generation")
-                    ),
-                    conditions.condition(
-                        previous, "Failed", phase != "Succeeded", str(phase), message, meta.get("generation")
-                    ),
-                )
-        if decision.event is not None:
-            kind, reason, message = decision.event
-            kopf.event(body, type=kind, reason=reason, message=message)
+        context.forget_job(namespace, name)
+        driving.refresh_compacting(context, namespace, str(spec.get("table")))
 
     @kopf.timer(GROUP, VERSION, "acidtables", interval=config.autocompact_interval_seconds, registry=registry)
     def auto_compact(
@@ -226,20 +201,10 @@ def build_registry(config: OperatorConfig) -> kopf.OperatorRegistry:
         context: OperatorContext = memo
         now = datetime.now(UTC)
         jobs = [j for j in context.kube.list_jobs(namespace) if j["spec"].get("table") == name]
-        running = [
-            j["metadata"]["name"] for j in jobs if (j.get("status") or {}).get("phase") not in compactions.TERMINAL
-        ]
-        previous = status.get("conditions")
-        compacting = next((c for c in previous or () if c.get("type") == conditions.COMPACTING), None)
-        if compacting is None or (compacting.get("status") == "True") != bool(running):
-            message = f"running: {', '.join(running)}" if running else "no compaction job running"
-            reason = "JobRunning" if running else "Idle"
-            patch.status["conditions"] = conditions.merged(
-                previous,
-                conditions.condition(
-                    previous, conditions.COMPACTING, bool(running), reason, message, meta.get("generation")
-                ),
-            )
+        running = driving.running_jobs(jobs, name)
+        updated = driving.compacting_conditions(status.get("conditions"), running, meta.get("generation"))
+        if updated is not None:
+            patch.status["conditions"] = updated
         compaction = spec.get("compaction") or {}
         if not compaction.get("auto") or running:
             return  # one at a time, and never next to a running job of the user's

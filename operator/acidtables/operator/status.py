@@ -1,7 +1,9 @@
 """An AcidTable's status as a view of etcd: version, files, bytes, last commit, in-flight work.
 
-Computed from the table's log and checkpoints (core's snapshot, cached and advanced incrementally),
-never from data files, whenever the change feed says the table's head or in-flight set changed.
+Computed from the table's log and checkpoints (core's snapshot, cached and advanced incrementally)
+whenever the change feed says the table's head or in-flight set changed; the data files are read only
+for the live rows of primary-key partitions with change files (core.live_rows), and only their key
+columns.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from acidtables.core import FileKind, InFlight, Table
+from acidtables.core import FileKind, InFlight, LiveRowCounter, Table
 
 #: files under this size count as small when the spec does not say (the CRD's example: 32Mi)
 DEFAULT_SMALL_FILE_BYTES = 32 << 20
@@ -23,11 +25,18 @@ def _rfc3339(micros: int | None) -> str | None:
 
 
 def table_status(
-    table: Table, *, small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES, in_flight: Sequence[InFlight] | None = None
+    table: Table,
+    *,
+    small_file_bytes: int = DEFAULT_SMALL_FILE_BYTES,
+    in_flight: Sequence[InFlight] | None = None,
+    counter: LiveRowCounter | None = None,
 ) -> dict[str, Any]:
     """The etcd-derived part of the status (conditions and observedGeneration are the handler's);
-    `in_flight` when the caller has read it already."""
+    `in_flight` when the caller has read it already. `rows` is what a read returns (merge-on-read
+    applied: core.live_rows, which reads the key columns of partitions with change files, remembered
+    by `counter`), `physicalRows` what the files hold."""
     snapshot = table.snapshot()
+    counts = (counter or LiveRowCounter()).count(snapshot, table.storage)
     files = list(snapshot.files_by_path.values())
     newest = table.history(limit=1)
     status: dict[str, Any] = {
@@ -40,7 +49,8 @@ def table_status(
         "smallFiles": sum(1 for f in files if f.size_bytes < small_file_bytes),
         "deltaFiles": sum(1 for f in files if f.kind is FileKind.CHANGES),
         "bytes": snapshot.size_bytes,
-        "rows": snapshot.row_count,
+        "rows": counts.live,
+        "physicalRows": counts.physical,
         "inFlight": len(table.in_flight() if in_flight is None else in_flight),
     }
     if newest:

@@ -1,0 +1,230 @@
+"""One step of a CompactionJob carried out: what `compactions.decide` says, done against the API server.
+
+Two kopf handlers call `step`: the job's timer (time-based decisions: a retry that is due, a driver that
+never started, the TTL after the end) and the event handler on driver pods (a pod's phase changed), so
+a job's status follows its driver within a second of the change instead of at the next timer tick.
+Each step reads the job afresh and runs under the job's lock, so the two never act on one state twice
+(one pod, one Event, one metric per outcome). The Compacting condition of the job's AcidTable is
+recomputed whenever the job's phase changes, for the same reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from acidtables.core import TableNotFoundError
+
+from . import compactions, conditions
+from .context import OperatorContext
+from .definition import catalog_name
+from .pods import driver_pod
+
+logger = logging.getLogger(__name__)
+
+#: posts an Event on an object: (object, type, reason, message); kopf.event in the handlers
+EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
+
+STALLED = "Stalled"
+
+
+def api_error(exc: BaseException) -> tuple[int | None, str]:
+    """(HTTP status, the API server's message) of a failed request; (None, what failed) without an answer."""
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    message = ""
+    if isinstance(body, str | bytes) and body:
+        try:
+            message = str(json.loads(body).get("message") or "")
+        except (ValueError, AttributeError):  # not a Status object: the raw text says as much
+            message = body.decode(errors="replace") if isinstance(body, bytes) else body
+    if not message:
+        message = str(getattr(exc, "reason", None) or exc)
+    return (int(status) if isinstance(status, int) and status else None), message[:2000]
+
+
+def compacting_conditions(
+    previous: Sequence[Mapping[str, Any]] | None, running: Sequence[str], generation: int | None
+) -> list[dict[str, Any]] | None:
+    """The table's conditions with Compacting matching the running jobs; None when it already does."""
+    compacting = next((c for c in previous or () if c.get("type") == conditions.COMPACTING), None)
+    if compacting is not None and (compacting.get("status") == "True") == bool(running):
+        return None
+    message = f"running: {', '.join(running)}" if running else "no compaction job running"
+    reason = "JobRunning" if running else "Idle"
+    return conditions.merged(
+        previous, conditions.condition(previous, conditions.COMPACTING, bool(running), reason, message, generation)
+    )
+
+
+def running_jobs(jobs: Sequence[Mapping[str, Any]], table: str) -> list[str]:
+    return sorted(
+        j["metadata"]["name"]
+        for j in jobs
+        if (j.get("spec") or {}).get("table") == table
+        and (j.get("status") or {}).get("phase") not in compactions.TERMINAL
+        and not j["metadata"].get("deletionTimestamp")
+    )
+
+
+def refresh_compacting(context: OperatorContext, namespace: str, table: str) -> None:
+    """Set the AcidTable's Compacting condition from the jobs now in the namespace."""
+    resource = context.kube.read_table(namespace, table)
+    if resource is None:
+        return  # no AcidTable of that name: the job's own status says so
+    status = resource.get("status") or {}
+    updated = compacting_conditions(
+        status.get("conditions"),
+        running_jobs(context.kube.list_jobs(namespace), table),
+        resource["metadata"].get("generation"),
+    )
+    if updated is not None:
+        context.kube.patch_table_status(namespace, table, {"conditions": updated})
+
+
+def step(context: OperatorContext, namespace: str, name: str, post_event: EventPoster) -> None:
+    """One step of the job `namespace/name`, under its lock, from its current state."""
+    with context.job_lock(namespace, name):
+        job = context.kube.read_job(namespace, name)
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            return  # gone, or going: nothing to drive
+        _step(context, job, post_event)
+
+
+def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster) -> None:
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
+    attempts = int(status.get("attempts") or 0)
+    pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
+    now = datetime.now(UTC)
+    decision = compactions.decide(
+        spec,
+        status,
+        pod,
+        now,
+        start_timeout=context.config.driver_start_timeout,
+        ttl_seconds=spec.get("ttlSecondsAfterFinished"),
+    )
+    if decision.delete_job:
+        context.kube.delete_job(namespace, name, context.finalizer)
+        return
+    attempt = decision.create_attempt
+    if attempt is not None:
+        decision = _create_driver(context, job, attempt, decision, now)
+    if decision.delete_pod is not None:
+        context.kube.delete_pod(namespace, decision.delete_pod)
+    if not decision.status and decision.stalled is None:
+        if decision.event is not None:
+            post_event(job, *decision.event)
+        return
+    patch: dict[str, Any] = dict(decision.status)
+    patch["observedGeneration"] = generation
+    phase = decision.status.get("phase")
+    previous = status.get("conditions")
+    updates = []
+    message = str(decision.status.get("message") or phase or "")
+    if phase in compactions.TERMINAL:
+        started = compactions.parse_time(status.get("startTime") or decision.status.get("startTime"))
+        ended = compactions.parse_time(decision.status.get("completionTime"))
+        seconds = (ended - started).total_seconds() if started and ended else None
+        rewritten = int((decision.status.get("result") or {}).get("bytesRewritten") or 0)
+        context.metrics.job_finished(str(spec.get("type")), str(phase), seconds, rewritten)
+        reason = decision.reason or str(phase)
+        updates += [
+            conditions.condition(previous, "Succeeded", phase == "Succeeded", reason, message, generation),
+            conditions.condition(previous, "Failed", phase != "Succeeded", reason, message, generation),
+        ]
+    stalled = False if phase in compactions.TERMINAL else decision.stalled
+    if stalled is not None:
+        reason = (decision.reason or "Waiting") if stalled else "Progressing"
+        text = message if stalled else (message or "an attempt is under way")
+        updates.append(conditions.condition(previous, STALLED, stalled, reason, text, generation))
+    if updates:
+        patch["conditions"] = conditions.merged(previous, *updates)
+    context.kube.patch_job_status(namespace, name, patch)
+    if decision.event is not None:
+        post_event(job, *decision.event)
+    if phase is not None and phase != status.get("phase"):
+        refresh_compacting(context, namespace, str(spec.get("table")))
+
+
+def _create_driver(
+    context: OperatorContext, job: Mapping[str, Any], attempt: int, decision: compactions.Decision, now: datetime
+) -> compactions.Decision:
+    """Create the attempt's driver pod (and, first, what Spark needs in the job's namespace); a refusal
+    becomes the decision instead (compactions.creation_refused)."""
+    namespace, spec = job["metadata"]["namespace"], job.get("spec") or {}
+    table = catalog_name(namespace, spec["table"])
+    try:
+        context.catalog.table(table)
+    except TableNotFoundError:
+        started = (job.get("status") or {}).get("startTime") or conditions.stamp(now)
+        return compactions.Decision(
+            status={
+                "phase": "Failed",
+                "completionTime": conditions.stamp(now),
+                "attempts": attempt,
+                "startTime": started,
+                "message": f"no table {table} (AcidTable {spec['table']})",
+            },
+            event=("Warning", "NoTable", f"no table {table}: create the AcidTable {spec['table']} first"),
+            reason="NoTable",
+        )
+    account = context.config.job_service_account
+    try:
+        context.ensure_job_account(namespace)
+    except (context.kube.errors, OSError) as exc:  # the operator may not create it: say so on the job
+        code, message = api_error(exc)
+        if code != 403:
+            return _refused(job, attempt, decision, now, exc)  # busy or away: judged like a pod refusal
+        why = (
+            f"the operator may not create Spark's ServiceAccount, Role and RoleBinding {account} in namespace "
+            f"{namespace} ({message}); create them there (the chart's jobs.serviceAccount with watchNamespaces) "
+            "or grant the operator what operator-rbac.yaml grants"
+        )
+        logger.error("%s/%s: %s; the job fails", namespace, job["metadata"]["name"], why)
+        refused = compactions.creation_refused(
+            spec, attempt, now, compactions.Refusal("SparkAccountForbidden", False), why
+        )
+        carried = {k: v for k, v in decision.status.items() if k in ("attempts", "startTime")}
+        refused.status = {**carried, **refused.status}
+        return refused
+    try:
+        context.kube.create_pod(driver_pod(job, attempt, table, context.config))
+    except (context.kube.errors, OSError) as exc:  # the answer decides: fail now, or retry later
+        refused = _refused(job, attempt, decision, now, exc)
+        if refused.reason == "ServiceAccountNotFound":
+            context.forget_job_account(namespace)  # deleted since: created again before the next attempt
+        return refused
+    return decision
+
+
+def _refused(
+    job: Mapping[str, Any], attempt: int, decision: compactions.Decision, now: datetime, exc: BaseException
+) -> compactions.Decision:
+    code, message = api_error(exc)
+    refusal = compactions.classify_refusal(code, message)
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    logger.warning(
+        "%s/%s: driver pod attempt %d refused (%s, HTTP %s): %s; %s",
+        namespace,
+        name,
+        attempt,
+        refusal.reason,
+        code,
+        message,
+        "retrying with backoff" if refusal.transient else "the job fails",
+    )
+    refused = compactions.creation_refused(job.get("spec") or {}, attempt, now, refusal, message)
+    # the attempt counts (it was tried) and keeps the step's start time: both are in the decision's status
+    carried = {k: v for k, v in decision.status.items() if k in ("attempts", "startTime")}
+    refused.status = {**carried, "phase": "Pending", **refused.status, "retryAt": refused.status.get("retryAt")}
+    if refused.status["retryAt"] is None:
+        del refused.status["retryAt"]
+    return refused
+
+
+__all__ = ["api_error", "compacting_conditions", "refresh_compacting", "running_jobs", "step"]

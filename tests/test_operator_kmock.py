@@ -1,0 +1,329 @@
+"""Every handler's decisions, and every failure path of a driver pod, with the operator's real kopf
+registry against kmock's emulated API server and a real etcd (tests/helpers/kmock_operator.py): the
+operator tier that runs in CI, where no kube-apiserver exists. Each scenario waits on what the operator
+writes (status, conditions, Events, pods) with a deadline."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.helpers.kmock_operator import KmockOperator, running_operator
+from tests.helpers.resources import GROUP, condition, job_resource, table_resource
+from tests.helpers.tables import staged_parquet
+
+from acidtables import Catalog
+from acidtables.core import Column, TableNotFoundError
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator.pods import JOB_LABEL
+
+NS = "sales"
+#: what a condition, an Event or a pod must appear within: "within seconds" (issue 25, item 5)
+SECONDS = 10.0
+
+
+@pytest.fixture
+def op(
+    tmp_path: Path, etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[KmockOperator]:
+    yield from running_operator(tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv)
+
+
+@pytest.fixture
+def catalog(op: KmockOperator) -> Iterator[Catalog]:
+    """The test's own client of the operator's catalog (same etcd prefix and warehouse)."""
+    cat = Catalog(Settings(etcd=EtcdSettings(op.settings.etcd.endpoints, prefix=op.settings.etcd.prefix),
+                           warehouse=op.settings.warehouse))  # fmt: skip
+    try:
+        yield cat
+    finally:
+        cat.close()
+
+
+def create(op: KmockOperator, plural: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    manifest["metadata"]["namespace"] = NS
+    created: dict[str, Any] = op.request("POST", f"{GROUP}/namespaces/{NS}/{plural}", manifest)
+    return created
+
+
+def get(op: KmockOperator, plural: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = op.request("GET", f"{GROUP}/namespaces/{NS}/{plural}/{name}")
+    return found
+
+
+def with_condition(op: KmockOperator, plural: str, name: str, type_: str, status: str = "True") -> Any:
+    def check() -> dict[str, Any] | None:
+        resource = get(op, plural, name)
+        found = condition(resource, type_)
+        return resource if found is not None and found["status"] == status else None
+
+    return op.eventually(check, f"{plural}/{name} has {type_}={status}", SECONDS)
+
+
+def events(op: KmockOperator, name: str) -> list[dict[str, Any]]:
+    return [e for e in op.objects("v1/events", NS) if e.get("involvedObject", {}).get("name") == name]
+
+
+def event_with(op: KmockOperator, name: str, reason: str) -> dict[str, Any]:
+    found: dict[str, Any] = op.eventually(
+        lambda: next((e for e in events(op, name) if e.get("reason") == reason), None),
+        f"an Event {reason} on {name}",
+        SECONDS,
+    )
+    return found
+
+
+def ready_table(op: KmockOperator, name: str = "orders", **spec: Any) -> dict[str, Any]:
+    create(op, "acidtables", table_resource(name, **spec))
+    ready: dict[str, Any] = with_condition(op, "acidtables", name, "Ready")
+    return ready
+
+
+def driver_pod(op: KmockOperator, job: str, attempt: int = 1) -> dict[str, Any]:
+    name = f"{job}-driver-{attempt}"
+    found: dict[str, Any] = op.eventually(
+        lambda: next((p for p in op.objects("v1/pods", NS) if p["metadata"]["name"] == name), None),
+        f"driver pod {name}",
+        SECONDS,
+    )
+    return found
+
+
+def container(state: dict[str, Any]) -> dict[str, Any]:
+    """A driver container's status, with the fields a kubelet always fills in."""
+    return {"name": "driver", "image": "acidtables-test:1", "imageID": "", "ready": False, "restartCount": 0,
+            "state": state}  # fmt: skip
+
+
+def play_kubelet(op: KmockOperator, pod: str, phase: str, outcome: dict[str, Any] | None = None) -> None:
+    """What a kubelet reports: the phase, and the driver's termination message once it ended."""
+    status: dict[str, Any] = {"phase": phase}
+    if phase in ("Succeeded", "Failed"):
+        terminated = {"exitCode": 0 if phase == "Succeeded" else 1, "reason": "Completed" if phase == "Succeeded"
+                      else "Error", "message": json.dumps(outcome) if outcome is not None else ""}  # fmt: skip
+        status["containerStatuses"] = [container({"terminated": terminated})]
+    op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{pod}/status", {"status": status})
+
+
+# --- AcidTable ---------------------------------------------------------------------------------------
+
+
+def test_a_new_acidtable_creates_its_table_and_is_ready(op: KmockOperator, catalog: Catalog) -> None:
+    table = ready_table(op)
+    assert condition(table, "Ready")["reason"] == "Created"  # type: ignore[index]
+    assert table["status"]["catalogName"] == "sales.orders" and table["status"]["version"] == 0
+    assert catalog.table("sales.orders").table_id == table["status"]["tableId"]
+    assert table["metadata"]["finalizers"] == ["acidtables.io/finalizer"]
+    event_with(op, "orders", "Created")
+
+
+def test_an_acidtable_adopts_the_table_etcd_already_has(op: KmockOperator, catalog: Catalog) -> None:
+    from acidtables.operator.definition import TableDefinition
+
+    definition = TableDefinition.from_spec(table_resource("orders")["spec"])
+    existing = catalog.create_table("sales.orders", list(definition.columns), **definition.create_options())
+    table = ready_table(op)
+    assert condition(table, "Ready")["reason"] == "Adopted"  # type: ignore[index]
+    assert table["status"]["tableId"] == existing.table_id
+
+
+def test_an_acidtable_whose_table_differs_is_degraded_not_overwritten(op: KmockOperator, catalog: Catalog) -> None:
+    catalog.create_table("sales.orders", [Column("id", "bigint", False)])
+    create(op, "acidtables", table_resource("orders"))
+    table = with_condition(op, "acidtables", "orders", "Degraded")
+    assert condition(table, "Ready")["status"] == "False"  # type: ignore[index]
+    assert condition(table, "Degraded")["reason"] == "DefinitionMismatch"  # type: ignore[index]
+    event_with(op, "orders", "DefinitionMismatch")
+    assert [c.name for c in catalog.table("sales.orders").metadata.columns] == ["id"]
+
+
+def test_a_column_added_to_the_spec_alters_the_table(op: KmockOperator, catalog: Catalog) -> None:
+    table = ready_table(op)
+    schema = [*table["spec"]["schema"], {"name": "note", "type": "string"}]
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/acidtables/orders", {"spec": {"schema": schema}})
+    op.eventually(
+        lambda: [c.name for c in catalog.table("sales.orders").metadata.columns][-1] == "note",
+        "the column added in etcd",
+        SECONDS,
+    )
+    altered = event_with(op, "orders", "Altered")
+    assert "added columns note" in altered["message"]
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("Retain", True), ("Delete", False)])
+def test_deleting_an_acidtable_follows_its_deletion_policy(
+    op: KmockOperator, catalog: Catalog, policy: str, kept: bool
+) -> None:
+    ready_table(op, deletionPolicy=policy)
+    op.request("DELETE", f"{GROUP}/namespaces/{NS}/acidtables/orders")
+    op.eventually(lambda: not op.objects("acidtables.io/v1alpha1/acidtables", NS), "the AcidTable released", SECONDS)
+    event_with(op, "orders", "Released")
+    try:
+        catalog.table("sales.orders")
+        still_there = True
+    except TableNotFoundError:  # dropped with its data
+        still_there = False
+    assert still_there is kept
+
+
+# --- CompactionJob -----------------------------------------------------------------------------------
+
+
+def test_a_compaction_job_creates_its_driver_pod_with_the_job_in_its_command(op: KmockOperator) -> None:
+    ready_table(op)
+    job = create(op, "compactionjobs", job_resource("compact", table="orders", where="dt = 'a'"))
+    pod = driver_pod(op, "compact")
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[:4] == ["python", "-m", "acidtables.jobs", "compact"]
+    assert command[command.index("--table") + 1] == "sales.orders"
+    assert command[command.index("--job-id") + 1] == job["metadata"]["uid"]
+    assert command[command.index("--where") + 1] == "dt = 'a'"
+    assert pod["metadata"]["labels"][JOB_LABEL] == "compact"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    assert pod["spec"]["containers"][0]["image"] == "acidtables-test:1"
+    assert get(op, "compactionjobs", "compact")["status"]["phase"] == "Pending"
+    event_with(op, "compact", "Started")
+
+
+def test_a_succeeded_driver_ends_the_job_and_the_tables_compacting_within_seconds(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    driver_pod(op, "compact")
+    with_condition(op, "acidtables", "orders", "Compacting", "True")
+    play_kubelet(op, "compact-driver-1", "Running")
+    op.eventually(lambda: get(op, "compactionjobs", "compact")["status"].get("phase") == "Running", "Running", SECONDS)
+    ended = time.monotonic()
+    outcome = {"phase": "Succeeded", "committedVersion": 3, "filesRewritten": 4, "message": "compacted 4 files"}
+    play_kubelet(op, "compact-driver-1", "Succeeded", outcome)
+    job = with_condition(op, "compactionjobs", "compact", "Succeeded")
+    assert job["status"]["phase"] == "Succeeded" and job["status"]["result"]["committedVersion"] == 3
+    assert condition(job, "Failed")["status"] == "False"  # type: ignore[index]
+    assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+    with_condition(op, "acidtables", "orders", "Compacting", "False")
+    # the pod's own event steps the job: far inside the 2 s timer tick plus a status round trip
+    assert time.monotonic() - ended < 5
+    event_with(op, "compact", "Succeeded")
+    jobs = op.metrics.jobs.labels("minor", "Succeeded")._value.get()
+    assert jobs == 1  # counted once, though the timer and the pod's events both step the job
+
+
+def test_a_failed_driver_without_retries_fails_the_job_with_its_reason(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", backoffLimit=0))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": "executor lost"})
+    job = with_condition(op, "compactionjobs", "compact", "Failed")
+    assert job["status"]["phase"] == "Failed" and "executor lost" in job["status"]["message"]
+    assert "executor lost" in event_with(op, "compact", "Failed")["message"]
+
+
+def test_a_failed_driver_is_retried_with_a_new_pod(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", backoffLimit=1))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": "executor lost"})
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert "retrying in 10 s" in job["status"]["message"] and job["status"]["retryAt"]
+    assert "retrying in 10 s" in event_with(op, "compact", "AttemptFailed")["message"]
+
+
+def test_a_job_on_a_table_that_does_not_exist_fails_at_once(op: KmockOperator) -> None:
+    create(op, "compactionjobs", job_resource("compact", table="nothing"))
+    job = with_condition(op, "compactionjobs", "compact", "Failed")
+    assert condition(job, "Failed")["reason"] == "NoTable"  # type: ignore[index]
+    assert not op.objects("v1/pods", NS)
+
+
+PERMANENT = [
+    (403, "Forbidden", 'pods is forbidden: User "system:serviceaccount:acidtables:operator" cannot create '
+     'resource "pods" in API group "" in the namespace "sales"', "Forbidden"),
+    (422, "Invalid", 'Pod "compact-driver-1" is invalid: spec.containers[0].image: Required value', "InvalidPodSpec"),
+]  # fmt: skip
+TRANSIENT = [
+    (403, "Forbidden", 'pods "compact-driver-1" is forbidden: exceeded quota: compute, requested: '
+     "requests.memory=1Gi, used: requests.memory=4Gi, limited: requests.memory=4Gi", "QuotaExceeded"),
+    (403, "Forbidden", 'pods "compact-driver-1" is forbidden: error looking up service account '
+     'sales/acidtables-spark: serviceaccount "acidtables-spark" not found', "ServiceAccountNotFound"),
+    (503, "ServiceUnavailable", "the server is currently unable to handle the request", "ApiUnavailable"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "api_reason", "message", "reason"), PERMANENT, ids=[p[3] for p in PERMANENT])
+def test_a_driver_pod_refused_for_good_fails_the_job_within_seconds(
+    op: KmockOperator, code: int, api_reason: str, message: str, reason: str
+) -> None:
+    ready_table(op)
+    op.refuse("POST", f"^/api/v1/namespaces/{NS}/pods$", code, api_reason, message)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    job = with_condition(op, "compactionjobs", "compact", "Failed")  # what `kubectl wait --for` ends on
+    assert job["status"]["phase"] == "Failed" and message in job["status"]["message"]
+    assert condition(job, "Failed")["reason"] == reason  # type: ignore[index]
+    event = event_with(op, "compact", reason)
+    assert event["type"] == "Warning" and message in event["message"] and "not retried" in event["message"]
+    assert "retryAt" not in job["status"] and not op.objects("v1/pods", NS)
+
+
+@pytest.mark.parametrize(("code", "api_reason", "message", "reason"), TRANSIENT, ids=[t[3] for t in TRANSIENT])
+def test_a_driver_pod_refused_for_now_is_retried_with_backoff_and_says_so(
+    op: KmockOperator, code: int, api_reason: str, message: str, reason: str
+) -> None:
+    ready_table(op)
+    op.refuse("POST", f"^/api/v1/namespaces/{NS}/pods$", code, api_reason, message)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert condition(job, "Stalled")["reason"] == reason  # type: ignore[index]
+    assert job["status"]["phase"] == "Pending" and job["status"]["retryAt"]
+    assert message in job["status"]["message"] and "retrying in 10 s" in job["status"]["message"]
+    event = event_with(op, "compact", reason)
+    assert event["type"] == "Warning" and "retrying in 10 s" in event["message"]
+    assert condition(job, "Failed") is None
+
+
+def test_a_driver_that_cannot_start_for_a_missing_secret_says_so_within_seconds(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    driver_pod(op, "compact")
+    waiting = {"reason": "CreateContainerConfigError", "message": 'secret "etcd-credentials" not found'}
+    status = {"phase": "Pending", "containerStatuses": [container({"waiting": waiting})]}
+    op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/compact-driver-1/status", {"status": status})
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert condition(job, "Stalled")["reason"] == "CreateContainerConfigError"  # type: ignore[index]
+    assert 'secret "etcd-credentials" not found' in job["status"]["message"]
+    assert 'secret "etcd-credentials" not found' in event_with(op, "compact", "CreateContainerConfigError")["message"]
+
+
+# --- automatic compaction ----------------------------------------------------------------------------
+
+
+def test_automatic_compaction_creates_a_minor_job_once_small_files_pile_up(
+    tmp_path: Path, etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for op in running_operator(
+        tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv, autocompact_interval_seconds=0.5
+    ):
+        check_automatic_compaction(op)
+
+
+def check_automatic_compaction(op: KmockOperator) -> None:
+    compaction = {"auto": True, "minor": {"minSmallFiles": 3}}
+    status = ready_table(op, "auto", compaction=compaction)["status"]
+    assert op.context is not None
+    table = op.context.catalog.table(status["catalogName"])
+    for _ in range(3):
+        tx = table.begin("insert_into")
+        tx.add_files([staged_parquet(tx, {"dt": "a"})])
+        tx.commit()
+
+    def automatic() -> list[dict[str, Any]]:
+        jobs = op.objects("acidtables.io/v1alpha1/compactionjobs", NS)
+        return [j for j in jobs if j["metadata"].get("labels", {}).get("acidtables.io/automatic") == "true"]
+
+    (job,) = op.eventually(automatic, "an automatic CompactionJob", SECONDS)
+    assert job["spec"]["type"] == "minor" and job["spec"]["where"] == "dt = 'a'"
+    assert job["metadata"]["ownerReferences"][0]["name"] == "auto"
+    assert "3 small files in dt=a" in event_with(op, "auto", "AutoCompaction")["message"]

@@ -443,9 +443,12 @@ class ClusterMetrics:
             namespace, table = "", str(event.get("table", ""))
         operation = _operation_label(str(event.get("operation", "")))
         if kind == "committed":
-            seconds = event.get("duration_seconds")
-            if isinstance(seconds, int | float) and seconds >= 0:
-                self.commit_seconds.labels(namespace, table, operation).observe(float(seconds))
+            # a batch of one writer's commit durations on this table (Coordinator.record_commit_duration)
+            durations = event.get("durations")
+            for item in durations if isinstance(durations, list) else ():
+                if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int | float) and item[1] >= 0:
+                    label = _operation_label(str(item[0]))
+                    self.commit_seconds.labels(namespace, table, label).observe(float(item[1]))
             return
         if name == "conflicts":
             self.conflicts.labels(namespace, table, operation, _exception_label(event.get("exception"))).inc()

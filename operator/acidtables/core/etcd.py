@@ -301,6 +301,10 @@ class CasResult:
     log: list[dict[str, Any]]
 
 
+#: how long commit durations gather before their batch is written (record_commit_duration)
+DURATION_BATCH_SECONDS = 1.0
+
+
 class Coordinator:
     """A connection to etcd for one catalog. Thread-safe; one per process is enough."""
 
@@ -329,6 +333,9 @@ class Coordinator:
         self._prepared: dict[str, etcd_txn.CommitRequests] = {}
         #: events waiting to be recorded by the recorder thread (off the commit path)
         self._events: list[tuple[str, dict[str, Any], int]] = []
+        #: commit durations waiting for their batch: (table id, ttl) -> the batch event being filled
+        self._durations: dict[tuple[str, int], dict[str, Any]] = {}
+        self._durations_timer: threading.Timer | None = None
         self._events_ready = threading.Condition(self._lock)
         self._recorder: threading.Thread | None = None
 
@@ -1287,8 +1294,32 @@ class Coordinator:
                 self._recorder.start()
             self._events_ready.notify_all()
 
+    def record_commit_duration(self, table_id: str, table: str, operation: str, seconds: float, ttl: int) -> None:
+        """A landed commit's whole duration, for the operator's commit-duration histogram. Durations are
+        batched per table and written at most once per `DURATION_BATCH_SECONDS` by the event recorder:
+        one etcd write a second per busy table and process, however many commits, so the commit path
+        keeps its one round trip and etcd its one proposal per commit."""
+        with self._lock:
+            batch = self._durations.setdefault((table_id, ttl), {"kind": "committed", "table": table, "durations": []})
+            batch["durations"].append([operation, seconds])
+            if self._durations_timer is None:
+                self._durations_timer = threading.Timer(DURATION_BATCH_SECONDS, self._flush_durations)
+                self._durations_timer.daemon = True
+                self._durations_timer.start()
+
+    def _flush_durations(self) -> None:
+        with self._lock:
+            batches, self._durations = self._durations, {}
+            timer, self._durations_timer = self._durations_timer, None
+        if timer is not None:
+            timer.cancel()
+        for (table_id, ttl), event in batches.items():
+            self.record_event(table_id, "durations", event, ttl)
+
     def flush_events(self, timeout_seconds: float = 5.0) -> None:
-        """Wait until the queued events are written (or `timeout_seconds` passed)."""
+        """Wait until the queued events (and batched commit durations) are written (or `timeout_seconds`
+        passed)."""
+        self._flush_durations()
         deadline = time.monotonic() + timeout_seconds
         with self._lock:
             while self._events and self._recorder is not None and time.monotonic() < deadline:

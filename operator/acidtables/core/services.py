@@ -74,16 +74,11 @@ class Services:
         if event.kind == "committed" and duration_ttl > 0:
             # the commit's real duration, its landing round trip included: only the writer knows it, and
             # only after the compare-and-swap, so it cannot be in the log record the operator reads
-            self.coordinator.record_event(
+            self.coordinator.record_commit_duration(
                 event.table_id,
-                event.txn_id,
-                {
-                    "kind": "committed",
-                    "table": f"{event.namespace}.{event.table}",
-                    "operation": event.operation,
-                    "txn_id": event.txn_id,
-                    "duration_seconds": event.duration_seconds,
-                },
+                f"{event.namespace}.{event.table}",
+                event.operation,
+                event.duration_seconds,
                 duration_ttl,
             )
             return

@@ -17,15 +17,18 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from tests.helpers.kmock_operator import KmockOperator
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.waiting import wait_for
 
@@ -207,3 +210,57 @@ def test_spark_executor_arguments_start_the_executor_backend(image: str) -> None
     assert "KubernetesExecutorBackend" in output, output[-4000:]
     assert "127.0.0.1:9" in output  # it tried the driver it was given
     assert done.returncode != 0
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError):  # not listening yet, or answering 503
+        return False
+
+
+def test_the_operator_entry_point_starts_and_answers_its_health_endpoints(
+    image: str, etcd_server: EmbeddedEtcd, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`operator` as the chart runs it, against kmock's API server and the host's etcd: /healthz and
+    /readyz answer 200 on the health port, and SIGTERM stops it."""
+    kube = KmockOperator(workdir, etcd_server.endpoint, f"/image-{uuid.uuid4().hex[:8]}")
+    kube.start_kube(monkeypatch.setenv)
+    try:
+        kubeconfig = workdir / "kubeconfig"  # start_kube wrote it there (its tmp_path), for uid 185 too
+        give_to_container_user(workdir)
+        health, metrics = free_port(), free_port()
+        env = {
+            "KUBECONFIG": str(kubeconfig),
+            "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
+            "ACIDTABLES_ETCD_PREFIX": kube.settings.etcd.prefix,
+            "ACIDTABLES_WAREHOUSE": str(workdir / "warehouse"),
+            "ACIDTABLES_HEALTH_PORT": str(health),
+            "ACIDTABLES_METRICS_PORT": str(metrics),
+        }
+        name = f"operator-{uuid.uuid4().hex[:8]}"
+        operator = subprocess.Popen(
+            podman_command(image, ["operator", "--namespace=default"], env=env, mounts=[workdir], name=name),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            for path in ("healthz", "readyz"):
+                url = f"http://127.0.0.1:{health}/{path}"
+
+                def up(url: str = url) -> bool:
+                    return answers(url) or operator.poll() is not None
+
+                wait_for(up, 180, message=f"{url} never answered")
+                assert operator.poll() is None, operator.communicate()[0][-4000:]
+            subprocess.run(["podman", "kill", "--signal", "TERM", name], capture_output=True, timeout=60)
+            output, _ = operator.communicate(timeout=120)
+        finally:
+            if operator.poll() is None:
+                operator.kill()
+        assert operator.returncode == 0, output[-4000:]  # SIGTERM: a clean stop
+        assert "acting for default" in output and "health probes on" in output
+    finally:
+        kube.stop_kube()

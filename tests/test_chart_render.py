@@ -69,6 +69,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "etcd-5-members-required-spread": {"etcd": {"bundled": {"replicas": 5, "antiAffinity": "required"}}},
     "operator-standby-no-metrics-service": {"replicas": 2, "metrics": {"enabled": False}},
     "prometheus-operator": {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}},
+    # the README's quick start on kind, as the file it installs with
+    "readme-kind": yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "kind-values.yaml").read_text()),
 }
 
 
@@ -328,3 +330,25 @@ def test_notes_follow_watched_namespaces_external_etcd_and_a_disabled_metrics_se
     assert f"kubectl port-forward -n {NAMESPACE} deployment/{RELEASE}-acidtables-operator 9108:9108" in standby
     assert not [line for line in standby if "service/" in line]
     assert "Secret lake-s3 must exist" in rendered("object-store")["notes"]
+
+
+def job_image(docs: list[dict[str, Any]]) -> tuple[str, str]:
+    """(the operator container's image, the job image it hands to driver pods)."""
+    container = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    return container["image"], env["ACIDTABLES_JOB_IMAGE"]
+
+
+def test_the_jobs_run_the_operators_image_unless_told_otherwise(rendered: Callable[[str], dict[str, Any]]) -> None:
+    """One image runs the operator and the jobs: the README's kind install names it once."""
+    operator, jobs = job_image(documents(rendered("readme-kind")["manifest"]))
+    assert operator == jobs == "acidtables:0.1.0"
+    default_operator, default_jobs = job_image(documents(rendered("single-node-defaults")["manifest"]))
+    assert default_operator == default_jobs
+
+
+def test_the_readme_kind_install_mounts_its_claim_in_the_operator(rendered: Callable[[str], dict[str, Any]]) -> None:
+    docs = documents(rendered("readme-kind")["manifest"])
+    pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", []) if "persistentVolumeClaim" in v]
+    assert claims == ["warehouse"]

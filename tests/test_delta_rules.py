@@ -14,13 +14,16 @@ import itertools
 import os
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from tests.jobs import assert_invariants, live_tokens, stage, tokens_of, with_deletion_vector
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.records import DataFile
+from acidtables.core.records import ColumnStats, DataFile
 from acidtables.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -565,3 +568,136 @@ def test_an_insert_that_read_one_partition_ignores_writes_to_another(catalog: Ca
     table = make_table(catalog, "partitioned-dv", level)
     seed(table)
     run(table, modify(table, "update", partition="p2"), reading_insert(table, "p1"), None)
+
+
+# --- rule 4 and the appended files' statistics (issue 24, item 6) ---------------------------------------
+#
+# With RLC, §13.1 rule 4 compares rows: "it fails if any row W added satisfies L's row predicate". Core
+# knows an added file's rows by its statistics only (min/max, null count), so an added file conflicts
+# unless its statistics prove that no row of it satisfies the predicate; unknown statistics conflict.
+# Without RLC, rule 4 compares partition values only: "an unpartitioned table ... matches any file", and
+# D-22 "only predicates on target partition columns narrow the read set". There, statistics never
+# rescue a read of a data column, however clearly they put the appended rows outside it.
+
+
+def _column_stats(values: list[Any]) -> ColumnStats:
+    known = [v for v in values if v is not None]
+    return ColumnStats(min(known) if known else None, max(known) if known else None, len(values) - len(known))
+
+
+def staged_rows(
+    tx: Transaction, partition: str | None, ids: list[int], v: list[str | None], stats: tuple[str, ...] = ("id", "v")
+) -> DataFile:
+    """A real file of rows (id, v) with truthful statistics on the columns named in `stats` only (a
+    writer that recorded none for the others)."""
+    n = next(_n)
+    data = {"id": pa.array(ids, pa.int64()), "v": pa.array(v, pa.string())}
+    if partition is None:  # unpartitioned: dt is a stored column, NULL here
+        data["dt"] = pa.nulls(len(ids), pa.string())
+    path = Path(tx.staging_dir) / f"part-{n:05d}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "xb") as out:
+        pq.write_table(pa.table(data), out)
+    columns: dict[str, list[Any]] = {"id": list(ids), "v": list(v)}
+    return DataFile(
+        path=str(path),
+        partition={} if partition is None else {"dt": partition},
+        rows=len(ids),
+        size_bytes=path.stat().st_size,
+        stats={name: _column_stats(columns[name]) for name in stats},
+        extra={"tokens": [f"s{n}-{i}" for i in range(len(ids))]},
+    )
+
+
+def described_table(catalog: Catalog, setting: str, level: str) -> Table:
+    """One file of ids 1-4 with v 'a'-'d', statistics on both columns: `id = 100` and `v IS NULL`
+    provably match none of its rows."""
+    table = make_table(catalog, setting, level)
+    tx = table.begin("insert_into")
+    tx.add_files([staged_rows(tx, part(table), [1, 2, 3, 4], ["a", "b", "c", "d"])])
+    tx.commit()
+    return table
+
+
+def reading(table: Table, op: str, predicate: str) -> DeltaJob:
+    """A DELETE / UPDATE whose predicate on data columns matches no row (statistics prune every file)."""
+    tx = table.begin(op)
+    p = part(table)
+    assert tx.scan(predicate if p is None else f"dt = '{p}' AND ({predicate})") == []
+    return DeltaJob(tx, op.upper(), Counter(), Counter())
+
+
+def blind_append(
+    table: Table, ids: list[int], v: list[str | None], stats: tuple[str, ...] = ("id", "v"), partition: str = "p1"
+) -> DeltaJob:
+    tx = table.begin("insert_into")
+    f = staged_rows(tx, part(table, partition), ids, v, stats)
+    tx.add_files([f])
+    return DeltaJob(tx, "INSERT", Counter(), Counter(tokens_of(f)))
+
+
+APPENDS = [
+    # predicate, appended ids, appended v, statistics recorded, can the statistics prove no row matches
+    pytest.param("id = 100", [300], ["x"], ("id", "v"), True, id="outside"),
+    pytest.param("id = 100", [100], ["x"], ("id", "v"), False, id="inside"),
+    pytest.param("id = 100", [50, 150], ["x", "y"], ("id", "v"), False, id="overlapping-range"),
+    pytest.param("id = 100", [300], ["x"], (), False, id="no-statistics"),
+    pytest.param("v IS NULL", [300], ["x"], ("id", "v"), True, id="is-null-vs-no-nulls"),
+    pytest.param("v IS NULL", [300, 301], ["x", None], ("id", "v"), False, id="is-null-vs-a-null"),
+    pytest.param("v IS NULL", [300], ["x"], ("id",), False, id="is-null-vs-unknown-nulls"),
+    pytest.param("v = 'zz'", [300, 301], [None, None], ("id", "v"), True, id="compare-vs-only-nulls"),
+    pytest.param("id > 100 AND v IS NOT NULL", [300], [None], ("id", "v"), True, id="is-not-null-vs-only-nulls"),
+    pytest.param("id > 100 AND v IS NOT NULL", [300], ["x"], ("id", "v"), False, id="is-not-null-vs-a-value"),
+]
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize(("predicate", "ids", "v", "stats", "provably_outside"), APPENDS)
+def test_a_blind_append_meets_a_read_of_data_columns_by_rows_with_rlc_and_by_partition_without(
+    catalog: Catalog,
+    level: str,
+    setting: str,
+    predicate: str,
+    ids: list[int],
+    v: list[str | None],
+    stats: tuple[str, ...],
+    provably_outside: bool,
+) -> None:
+    """WriteSerializable skips blind appends (rule 4, D-26). Under Serializable, with RLC the appended
+    file conflicts unless its statistics prove no row satisfies the predicate; without RLC any append
+    into a partition the job read conflicts (§13.1 rule 4, D-22)."""
+    table = described_table(catalog, setting, level)
+    later = reading(table, "delete", predicate)
+    conflicts = level == SER and (setting != "rlc" or not provably_outside)
+    run(table, blind_append(table, ids, v, stats), later, ConcurrentAppendException if conflicts else None)
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+def test_a_blind_append_to_a_partition_the_job_did_not_read_never_conflicts(catalog: Catalog, level: str) -> None:
+    # the partition part of the predicate narrows the read set as before, whatever the appended rows
+    table = described_table(catalog, "partitioned-dv", level)
+    later = reading(table, "update", "id = 100")
+    run(table, blind_append(table, [100], ["x"], partition="p2"), later, None)
+
+
+def updated_to(table: Table, new_id: int) -> DeltaJob:
+    """An UPDATE of row 2 (hidden by a deletion vector) whose new version has id `new_id`."""
+    tx = table.begin("update")
+    [victim] = tx.scan("id = 2")
+    tx.remove_files([victim])
+    tx.add_files([with_deletion_vector(victim, [1])])
+    new = staged_rows(tx, None, [new_id], ["b2"])
+    tx.add_files([new])
+    return DeltaJob(tx, "UPDATE", Counter([tokens_of(victim)[1]]), Counter(tokens_of(new)))
+
+
+@pytest.mark.parametrize("level", [SER, WS])
+@pytest.mark.parametrize(("new_id", "expected"), [(100, ConcurrentAppendException), (2, None)])
+def test_with_rlc_an_updates_new_row_conflicts_only_when_its_statistics_may_match_at_both_levels(
+    catalog: Catalog, level: str, new_id: int, expected: type[Exception] | None
+) -> None:
+    # not a blind append, so WriteSerializable checks it too; D-23: a new row version matching L's predicate
+    table = described_table(catalog, "rlc", level)
+    later = reading(table, "delete", "id = 100")
+    run(table, updated_to(table, new_id), later, expected)

@@ -4,12 +4,14 @@ expired versions read. Commit times come from an injected clock, so a week passe
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
-from tests.jobs import stage
+from tests.jobs import compact, stage
 from tests.test_object_store import stage as stage_object
 
 from acidtables import Catalog, Table
@@ -222,3 +224,87 @@ def test_vacuum_leaves_another_tables_files_and_foreign_files_alone(timed: Catal
     assert sorted(deleted) == sorted(ours[:3])
     assert all(Path(other.location, p).exists() for p in theirs)  # every file the other table wrote
     assert Path(mine.location, ours[3]).exists() and foreign.read_bytes() == b"someone else's"
+
+
+# --- a compaction on a quiet table (issue 24, item 3) ---------------------------------------------------
+
+
+def _tokens(table: Table, timestamp: float) -> Counter[str]:
+    """The rows a read as of `timestamp` returns, read from the Parquet files on disk (their `token`
+    column): a file vacuum deleted fails the read."""
+    snapshot = table.snapshot(timestamp=timestamp)
+    return Counter(
+        token
+        for f in snapshot.files
+        for token in pq.read_table(table.storage.absolute(f.path), columns=["token"]).column("token").to_pylist()
+    )
+
+
+def _appends_then_compaction(table: Table, clock: Clock, appends: int = 4) -> list[str]:
+    """`appends` appends an hour apart (versions 1..appends), an hour later a minor compaction of their
+    files into one holding the same rows, then an hour of quiet; returns the compaction's input paths."""
+    for n in range(appends):
+        clock.advance(1)
+        with table.begin("insert_into") as tx:
+            tx.add_files([stage(tx, "a", tokens=[f"r{n}-0", f"r{n}-1"])])
+            tx.commit()
+    clock.advance(1)
+    job = compact(table, "a")
+    inputs = sorted(f.path for f in job.tx.snapshot.files)
+    job.tx.commit()
+    clock.advance(1)
+    return inputs
+
+
+def _quiet(catalog: Catalog, name: str) -> Table:
+    return catalog.create_table(name, schema="id BIGINT, token STRING, dt STRING", partition_by=["dt"])
+
+
+def test_expire_and_vacuum_after_a_compaction_on_a_quiet_table_free_its_inputs(timed: Catalog, clock: Clock) -> None:
+    other = _quiet(timed, "ns.neighbour")
+    theirs = _appends_then_compaction(other, clock, appends=2)  # never expired: its inputs must stay
+    table = _quiet(timed, "ns.quiet")
+    inputs = _appends_then_compaction(table, clock)
+    head = table.version
+    assert head == 5
+    [output] = table.snapshot().files
+    times = [h.time_version.timestamp() for h in table.history() if h.time_version is not None]
+    last_data, first_data = max(times), min(times)
+    moments = (last_data, last_data + 1800, clock.now / 1e6)  # at, after and long after the last data commit
+    before = {t: _tokens(table, t) for t in moments}
+    assert all(len(rows) == 8 for rows in before.values())
+    history = table.history()
+
+    report = table.expire(retain_versions=1, retain_duration="0s", force=True)
+    assert report.oldest_version_kept == head  # not head - 1: the compaction's version holds the same rows
+    vacuumed = table.vacuum(retain_duration="1s", force=True)
+
+    assert sorted(vacuumed.paths) == inputs and vacuumed.files_deleted == 4
+    assert not any(Path(table.location, p).exists() for p in inputs)
+    assert Path(table.location, output.path).exists()  # the live file
+    assert all(Path(other.location, p).exists() for p in theirs)  # another table's compaction inputs
+    assert {t: _tokens(table, t) for t in moments} == before  # reads by time: the same rows, from the head
+    assert table.history() == history and [h.version for h in history] == list(range(head, -1, -1))
+    with pytest.raises(VersionExpiredError, match="version 4 has expired"):
+        table.snapshot(4)
+    with pytest.raises(VersionExpiredError):  # before the last data commit: an expired version, named at planning
+        table.snapshot(timestamp=first_data)
+
+
+@pytest.mark.parametrize(
+    ("retain_duration", "oldest"),
+    [
+        ("1h", 5),  # as of the compaction's time: the compaction
+        ("2h", 5),  # as of the last append's time: its rows, which the compaction holds too
+        ("3h", 3),  # as of the third append's time: the fourth append changed the rows since
+    ],
+)
+def test_expire_keeps_the_version_a_read_as_of_the_retention_reads(
+    timed: Catalog, clock: Clock, retain_duration: str, oldest: int
+) -> None:
+    table = _quiet(timed, "ns.window")
+    _appends_then_compaction(table, clock)  # appends at 1h..4h, compaction at 5h, now 6h
+    cutoff = clock.now / 1e6 - int(retain_duration[0]) * 3600
+    assert table.version_at(cutoff) == oldest
+    assert table.expire(retain_versions=1, retain_duration=retain_duration, force=True).oldest_version_kept == oldest
+    assert table.snapshot(timestamp=cutoff).version == oldest  # still readable

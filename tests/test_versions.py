@@ -98,12 +98,29 @@ def test_time_travel_by_timestamp_finds_the_newest_data_commit_at_or_before_it(c
     assert t.snapshot(timestamp=v1.time_version).version == v1.version
     assert t.snapshot(timestamp=v2.time_version - timedelta(microseconds=1)).version == v1.version
     assert t.snapshot(timestamp=v2.time_version.isoformat()).version == v2.version
-    compacted = compact(t, "p1").tx.commit()
-    # a compaction has no time version, so time travel after it still answers the last data commit
-    assert t.snapshot(timestamp=v2.time_version + timedelta(days=1)).version == v2.version
-    assert compacted.version == v2.version + 1
     with pytest.raises(VersionNotFoundError, match="no data commit at or before"):
         t.snapshot(timestamp=v1.time_version - timedelta(seconds=1))
+
+
+def test_time_travel_after_the_last_data_commit_reads_the_compaction_that_kept_its_rows(catalog: Catalog) -> None:
+    # issue 24 item 3: a compaction has no time version but holds the rows of the version before it,
+    # so a read as of any time after that data commit reads the newest version holding them
+    t = table(catalog)
+    v1 = insert_into(t, "p1").tx.commit()
+    v2 = insert_into(t, "p1").tx.commit()
+    compacted = compact(t, "p1").tx.commit()
+    for n in range(17):  # a run of commits without a time version longer than one read of the log
+        altered = catalog.alter_table(t.name, properties={"owner": f"team-{n}"})
+    assert v2.time_version is not None and (compacted.time_version, altered.time_version) == (None, None)
+    assert [t.version_at(v2.time_version + timedelta(days=d)) for d in (0, 1)] == [altered.version] * 2
+    assert t.snapshot(timestamp=v2.time_version).version == t.version == altered.version
+    assert live_tokens(t.snapshot(timestamp=v2.time_version)) == live_tokens(t.snapshot(v2.version))
+    # a later data commit ends the run: a time before it still reads the run's newest version
+    later = insert_into(t, "p2").tx.commit()
+    assert later.time_version is not None and v1.time_version is not None
+    assert t.version_at(later.time_version - timedelta(microseconds=1)) == altered.version
+    assert t.version_at(later.time_version) == later.version
+    assert t.version_at(v1.time_version) == v1.version  # a data commit followed by one: itself
 
 
 def test_changes_by_id_version_leave_out_compaction_unless_asked(catalog: Catalog) -> None:

@@ -141,10 +141,11 @@ def expire(
     head = int(coordinator.read_head(table_id).value["version"])
     log = services.log(table_id, location)
     cutoff = services.clock() - int(retain_duration.total_seconds() * 1_000_000)
-    # the table as of the cutoff is the newest data commit at or before it: time travel to the cutoff
-    # lands there, so that version is kept (the versions after it are younger than the cutoff)
-    at_cutoff = log.version_at_time(cutoff)
-    oldest = min(head - retain_versions + 1, at_cutoff[1] if at_cutoff else 0)
+    # Time travel to the cutoff reads the version `version_as_of` names (the newest one holding the data
+    # of the last data commit at or before it), so that version and every newer one are kept; a version
+    # before a compaction holds the same rows as the compaction and is not (issue 24, item 3).
+    at_cutoff = log.version_as_of(cutoff, lambda entry: services.decode_log_entry(location, entry))
+    oldest = min(head - retain_versions + 1, 0 if at_cutoff is None else at_cutoff)
     registered = oldest_registered_read(coordinator, table_id)
     if registered is not None:
         oldest = min(oldest, registered)

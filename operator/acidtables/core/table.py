@@ -1,8 +1,9 @@
 """A table: begin transactions, pin snapshots, read history and changes (design §3).
 
 Readers get immutable snapshots by ID version or by time version; `changes()` gives the logical changes
-between two versions or two times. Time-based queries see data commits only: compaction and clustering
-have no time version and their files are not changes (seeds 000/002, D-18, D-19).
+between two versions or two times. Only data commits have a time (seeds 000/002, D-18 to D-20):
+compaction and clustering have no time version and their files are not changes, and a read as of a
+time reads the rows of the newest data commit at or before it, in the newest version holding them.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ class Table:
 
     @names_damage
     def snapshot(self, version: int | None = None, timestamp: TimeLike | None = None) -> Snapshot:
-        """The table as of an ID version, as of a time (the newest data commit at or before it), or now."""
+        """The table as of an ID version, as of a time (`version_at`), or now."""
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("snapshot(): give version or timestamp, not both")
         head_version, _ = self._head()
@@ -226,9 +227,13 @@ class Table:
 
     @names_damage
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:
+        """The version a read as of `timestamp` sees: the data of the newest data commit at or before it,
+        in the newest version that still holds exactly that data (after it, compactions, clustering and
+        ALTERs up to the next data commit; `TableLog.version_as_of`). At or after the last data commit
+        that is the head."""
         time_us = to_time_us(timestamp, argument="timestamp", method=method)
         try:
-            found = self._log.version_at_time(time_us)
+            found = self._log.version_as_of(time_us, self._decode)
         except LookupError:
             raise TableNotFoundError(f"{self.name} was dropped") from None
         if found is None:
@@ -236,7 +241,10 @@ class Table:
                 f"{self.name} has no data commit at or before {to_datetime(time_us)}; time travel reaches back "
                 "to the first data commit only"
             )
-        return int(found[1])
+        return found
+
+    def _decode(self, entry: dict[str, Any]) -> CommitRecord:
+        return self._services.decode_log_entry(self.location, entry)
 
     # --- transactions --------------------------------------------------------------------------------
 
@@ -309,8 +317,7 @@ class Table:
     # --- history and changes -------------------------------------------------------------------------
 
     def _records(self, after: int, upto: int | None) -> list[CommitRecord]:
-        entries = self._log.read(after, upto)
-        return [self._services.decode_log_entry(self.location, e) for e in entries]
+        return [self._decode(e) for e in self._log.read(after, upto)]
 
     @names_damage
     def commits(self, start_version: int = 0, end_version: int | None = None) -> list[CommitRecord]:
@@ -462,11 +469,17 @@ class Table:
         retain_duration: DurationLike = "168h",
         force: bool = False,
     ) -> ExpireReport:
-        """Set how far back time travel reaches: a version stays readable while it is among the newest
-        `retain_versions` or was current within `retain_duration` (both limits keep). Older versions are
-        no longer snapshot targets (VersionExpiredError at planning time), and files only they read
-        become eligible for `vacuum`. History stays: `history()` and `changes()` still list them. The
-        limit never moves back. Also archives at once the log entries etcd no longer needs.
+        """Set how far back time travel reaches. The oldest version kept is the older of two: the
+        `retain_versions`-th newest (every commit counts, data and maintenance alike), and the version a
+        read as of now - `retain_duration` reads (`version_at`: the newest version holding the rows of
+        the last data commit at or before that time). Every version after it is kept too, and so is the
+        read version of a registered transaction. A version before a compaction with nothing but
+        maintenance commits after it is not kept for the duration: reads as of any time after its data
+        commit read the compaction's version, which holds the same rows.
+
+        Older versions are no longer snapshot targets (VersionExpiredError at planning time), and files
+        only they read become eligible for `vacuum`. History stays: `history()` and `changes()` still
+        list them. The limit never moves back. Also archives at once the log entries etcd no longer needs.
 
         A `retain_duration` under the safety minimum (168h; ACIDTABLES_RETENTION_MINIMUM_SECONDS) needs
         `force=True`: a job running longer than the retention could lose the files it reads."""

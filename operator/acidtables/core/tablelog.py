@@ -15,14 +15,19 @@ longer had is at or before the marker it then reads, so in a segment.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .archive import Archive
 from .errors import CorruptMetadataError
 from .etcd import TXN_KEYS_IN_A_TXN, ArchiveMarker, Coordinator
+from .records import CommitRecord
 
 logger = logging.getLogger(__name__)
+
+#: log entries read at a time while looking for the end of a run of commits without a time version
+_RUN_BATCH = 16
 
 
 class TableLog:
@@ -80,6 +85,30 @@ class TableLog:
                 # nothing in etcd between the archive's newest and time_us: that newest is the answer
                 return self.archive.version_at_time(time_us)
             # the archive moved while we looked: what we did not find may have left etcd; look again
+
+    def version_as_of(self, time_us: int, decode: Callable[[dict[str, Any]], CommitRecord]) -> int | None:
+        """The version time travel to `time_us` reads (None: no data commit at or before it yet).
+
+        That is the newest data commit at or before `time_us`, carried forward over the commits after
+        it that have no time version (compaction, clustering, ALTER, a protocol upgrade: D-19, D-20) up
+        to the next data commit. They keep the rows of the version before them, so every version of that
+        run reads the same data, and the newest one is the one a retention keeps: on a table compacted
+        and then left alone, a read as of now is a read of the head, whose files are the live ones, not
+        of the version before the compaction, whose files vacuum may delete (issue 24, item 3).
+        `decode` turns a log entry into its record (an entry may point to a commit file)."""
+        found = self.version_at_time(time_us)
+        if found is None:
+            return None
+        version = found[1]
+        while True:
+            # usually the next entry is a data commit, or there is none: one read
+            entries = self.read(version, version + _RUN_BATCH)
+            for entry in entries:
+                if decode(entry).time_version is not None:
+                    return version
+                version = int(entry["version"])
+            if len(entries) < _RUN_BATCH:
+                return version  # the head: nothing after the run
 
     def versions_between_times(self, start_us: int, end_us: int) -> list[tuple[int, int]]:
         recent = self.coordinator.versions_between_times(self.table_id, start_us, end_us)

@@ -54,25 +54,45 @@ def footer(storage: Storage, relative: str) -> tuple[int, dict[str, ColumnStats]
 
 
 def footer_stats(meta: pq.FileMetaData) -> tuple[int, dict[str, ColumnStats]]:
+    """Row count and per-column statistics: only what every row group's statistics prove, because read
+    pruning and the row-level conflict check (conflict-rules §13.1 rule 4 with RLC) skip a file its
+    statistics exclude, and a bound that is too narrow would skip one holding matching rows."""
     stats: dict[str, ColumnStats] = {}
     for c in range(meta.num_columns):
-        name = meta.schema.column(c).path
-        lows, highs, nulls, complete = [], [], 0, True
-        for g in range(meta.num_row_groups):
-            s = meta.row_group(g).column(c).statistics
-            if s is None:
-                complete = False
-                continue
-            nulls += s.null_count or 0
-            if s.has_min_max:
-                lows.append(_stat_value(s.min))
-                highs.append(_stat_value(s.max))
-        known = [v for v in lows if v is not None]
-        if complete and known and len(known) == len(lows):
-            stats[name] = ColumnStats(min(known), max(v for v in highs if v is not None), nulls)
-        elif complete:
-            stats[name] = ColumnStats(None, None, nulls)
+        groups = [
+            (meta.row_group(g).column(c).statistics, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)
+        ]
+        column = _column_stats(groups)
+        if column is not None:
+            stats[meta.schema.column(c).path] = column
     return meta.num_rows, stats
+
+
+def _column_stats(groups: Sequence[tuple[Any, int]]) -> ColumnStats | None:
+    """One column's statistics from its row groups' (statistics, rows); None when nothing is known.
+
+    A group without statistics leaves the column unknown. A group holding values but no min/max (Parquet
+    writers leave them out for values over 4 KiB, parquet-mr's and Arrow's alike) leaves min/max unknown:
+    the other groups' range says nothing of its values. A group without a null count leaves the null
+    count unknown."""
+    if any(s is None for s, _ in groups):
+        return None
+    nulls: int | None = 0
+    lows: list[Any] = []
+    highs: list[Any] = []
+    bounded = True
+    for s, rows in groups:
+        nulls = nulls + s.null_count if nulls is not None and s.has_null_count else None
+        if s.has_min_max:
+            lows.append(_stat_value(s.min))
+            highs.append(_stat_value(s.max))
+        elif not (s.has_null_count and s.null_count >= rows):  # values, but no range for them
+            bounded = False
+    if bounded and lows and all(v is not None for v in (*lows, *highs)):
+        return ColumnStats(min(lows), max(highs), nulls)
+    if nulls is None:
+        return None
+    return ColumnStats(None, None, nulls)
 
 
 def write_staged(

@@ -47,7 +47,13 @@ def local_session(
     app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g", conf: Mapping[str, str] | None = None
 ) -> SparkSession:
     """local[cores], no UI, few shuffle partitions, then `conf`; the `acidtables` data source is
-    registered."""
+    registered.
+
+    Local Spark talks to itself only, so it is told to use the loopback address: otherwise its JVM
+    resolves the machine's host name first and does not start at all where that name resolves to
+    nothing (containers, chroots, fresh VMs: `UnknownHostException` and JAVA_GATEWAY_EXITED)."""
+    os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return spark_session(
         app_name,
         memory=memory,

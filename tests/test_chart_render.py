@@ -70,7 +70,9 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "operator-standby-no-metrics-service": {"replicas": 2, "metrics": {"enabled": False}},
     "prometheus-operator": {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}},
     # the README's quick start on kind, as the file it installs with
-    "readme-kind": yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "kind-values.yaml").read_text()),
+    "readme-kind": yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "charts" / "acidtables" / "values-kind.yaml").read_text()
+    ),
 }
 
 

@@ -26,6 +26,7 @@ import yaml  # type: ignore[import-untyped]
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
+from tests.helpers.crd_specs import job, table
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "crds"
@@ -123,25 +124,6 @@ def violations(resource: dict[str, Any], old: dict[str, Any] | None = None) -> l
         if not (isinstance(passed, celtypes.BoolType) and bool(passed)):
             failed.append(rule.message)
     return failed
-
-
-def table(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "schema": [
-            {"name": "id", "type": "bigint", "nullable": False},
-            {"name": "dt", "type": "string"},
-            {"name": "amount", "type": "double"},
-        ],
-        "partitionBy": ["dt"],
-    }
-    base.update(spec)
-    return {"apiVersion": "acidtables.io/v1alpha1", "kind": "AcidTable", "metadata": {"name": "t"}, "spec": base}
-
-
-def job(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"table": "orders", "type": "minor"}
-    base.update(spec)
-    return {"apiVersion": "acidtables.io/v1alpha1", "kind": "CompactionJob", "metadata": {"name": "j"}, "spec": base}
 
 
 def changed(resource: dict[str, Any], **spec: Any) -> dict[str, Any]:

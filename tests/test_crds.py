@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]
 from tests.helpers import envtest
+from tests.helpers.crd_specs import job, table
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "crds"
@@ -26,25 +27,6 @@ def refused(kube_api: envtest.KubeAPI, namespace: str, resource: dict[str, Any])
     with pytest.raises(subprocess.CalledProcessError) as caught:
         envtest.apply(kube_api, namespace, resource)
     return str(caught.value.stderr)
-
-
-def table(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "schema": [
-            {"name": "id", "type": "bigint", "nullable": False},
-            {"name": "dt", "type": "string"},
-            {"name": "amount", "type": "double"},
-        ],
-        "partitionBy": ["dt"],
-    }
-    base.update(spec)
-    return {"apiVersion": "acidtables.io/v1alpha1", "kind": "AcidTable", "metadata": {"name": "t"}, "spec": base}
-
-
-def job(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"table": "orders", "type": "minor"}
-    base.update(spec)
-    return {"apiVersion": "acidtables.io/v1alpha1", "kind": "CompactionJob", "metadata": {"name": "j"}, "spec": base}
 
 
 def without(resource: dict[str, Any], field: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from .errors import InvalidArgumentError
 from .names import IDENTIFIER
 from .records import Column
-from .types import normalize_type
+from .types import normalize_type, split_top_level
 
 #: names the library gives its own columns and staging directories (merge-on-read's _acid_op/_acid_seq,
 #: the _acid_txn=/_acid_write= levels a reader's partition discovery sees)
@@ -22,19 +22,8 @@ RESERVED_PREFIX = "_acid_"
 def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, method: str) -> tuple[Column, ...]:
     """Accept `"id BIGINT, dt STRING"` or pairs; nested types keep their commas (`DECIMAL(10,2)`)."""
     if isinstance(schema, str):
-        parts: list[str] = []
-        depth, start = 0, 0
-        for i, ch in enumerate(schema):
-            if ch in "(<":
-                depth += 1
-            elif ch in ")>":
-                depth -= 1
-            elif ch == "," and depth == 0:
-                parts.append(schema[start:i])
-                start = i + 1
-        parts.append(schema[start:])
         columns = []
-        for part in parts:
+        for part in split_top_level(schema):
             words = part.strip().split(None, 1)
             if len(words) != 2:
                 raise InvalidArgumentError(

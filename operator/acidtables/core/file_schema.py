@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from .errors import InvalidArgumentError
 from .records import FileKind, TableMetadata
+from .types import split_top_level
 
 #: the merge-on-read columns of primary-key files (spark/schema.py writes them under the same names)
 OP_COLUMN = "_acid_op"
@@ -39,21 +40,6 @@ MERGE_ON_READ_OPS = frozenset({"U", "D"})
 _INTS = {"TINYINT": 8, "BYTE": 8, "SMALLINT": 16, "SHORT": 16, "INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64}
 #: decimal digits an integer of a bit width needs (Spark reads INT32 into DECIMAL(p, s) with p - s >= 10)
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
-
-
-def _split_top(text: str) -> list[str]:
-    """`a, MAP<b, c>, d` -> the comma-separated parts outside angle brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
 
 
 def _inner(type_text: str) -> str:
@@ -114,13 +100,13 @@ def readable_as(file_type: pa.DataType, table_type: str) -> bool:
     if head == "MAP":
         if not pa.types.is_map(file_type):
             return False
-        key, value = _split_top(_inner(table_type))
+        key, value = [p.strip() for p in split_top_level(_inner(table_type))]
         return readable_as(file_type.key_type, key) and readable_as(file_type.item_type, value)
     if head == "STRUCT":
         if not pa.types.is_struct(file_type):
             return False
         stored = {file_type.field(i).name.lower(): file_type.field(i).type for i in range(file_type.num_fields)}
-        for part in _split_top(_inner(table_type)):
+        for part in [p.strip() for p in split_top_level(_inner(table_type))]:
             name, _, inner_type = part.partition(":")
             got = stored.get(name.strip().lower())
             if got is not None and not readable_as(got, inner_type.strip()):

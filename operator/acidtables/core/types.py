@@ -122,6 +122,23 @@ class _Parser:
         return word
 
 
+def split_top_level(text: str) -> list[str]:
+    """`a, MAP<b, c>, DECIMAL(10,2)` -> the comma-separated parts outside brackets, unstripped: how a
+    schema string splits into columns and a STRUCT or MAP type into its fields."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
 def normalize_type(type_text: str, *, column: str, method: str) -> str:
     """The canonical spelling of a supported column type; InvalidArgumentError naming the column, the
     type and the supported set otherwise."""

@@ -123,6 +123,16 @@ def _object_store(uri: str) -> tuple[Any, str]:
     return fs, str(path)
 
 
+def _stat_missing(path: str) -> bool:
+    """Whether a local file is gone: only FileNotFoundError (or a file where a directory should be)
+    means so; any other OSError (permission, I/O) propagates."""
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    return not stat.S_ISREG(found.st_mode)
+
+
 def _local_root(location: str) -> Path | None:
     if "://" not in location:
         return Path(location)
@@ -337,7 +347,8 @@ class Storage:
         is how a read of many files or a commit of thousands stays a handful of round trips
         (bench/README.md has the figures)."""
         if self._root is not None:
-            return [p for p in paths if self._stat_missing(p)]
+            root = str(self._root)  # plain strings: a pathlib join costs more than the stat itself
+            return [p for p in paths if _stat_missing(os.path.join(root, p))]
         from pyarrow import fs as pafs
 
         prefix = posixpath.normpath(under) + "/"
@@ -354,15 +365,6 @@ class Storage:
             if gone:
                 out.append(path)
         return out
-
-    def _stat_missing(self, relative: str) -> bool:
-        """Whether a local file is gone: only FileNotFoundError (or a file where a directory should be)
-        means so; any other OSError (permission, I/O) propagates."""
-        try:
-            found = os.stat(self._local(relative))
-        except (FileNotFoundError, NotADirectoryError):
-            return True
-        return not stat.S_ISREG(found.st_mode)
 
     def exists(self, relative: str) -> bool:
         if self._root is not None:

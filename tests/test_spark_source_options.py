@@ -129,4 +129,3 @@ def test_options_arrive_lower_cased_and_are_read_by_their_documented_names() -> 
 def test_each_rule_names_the_option(given: dict[str, str], step: str, message: str) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         parse_options(given, step)  # type: ignore[arg-type]
-

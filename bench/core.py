@@ -43,8 +43,9 @@ from acidtables.core.storage import Storage
 
 from . import workers
 from .report import Figure, Goal, Report, machine_info, now_iso
+from .reproof import bench_reproof
 
-BENCHMARKS = ("serial", "contention", "snapshot", "archive")
+BENCHMARKS = ("serial", "contention", "snapshot", "archive", "reproof")
 SERIAL_GOAL = Goal("library >= 0.6 x raw", 0.6, at_least=True)
 LOAD_GOAL = Goal("largest <= 3 x smallest", 3.0, at_least=False)
 MAINTENANCE_GOAL = Goal("with maintenance >= 0.9 x without", 0.9, at_least=True)
@@ -787,6 +788,8 @@ def run(*, quick: bool = False, only: Sequence[str] = BENCHMARKS, results_dir: P
             bench_snapshot(env, sizes, report)
         if "archive" in only:
             bench_archive(env, sizes, report)
+        if "reproof" in only:
+            bench_reproof(env.settings, 2 * sizes.serial_rounds + 3, sizes.library_commits, report, quick=quick)
     path = report.finish(results_dir)
     if path is not None:
         log(f"results written to {path}")

@@ -13,10 +13,10 @@ import pytest
 from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
 
 from acidtables import Catalog, DataFile, Table, Transaction
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.storage import OWNER_MARKER, Storage
-from acidtables.errors import InvalidArgumentError, LocationNotOwnedError
+from acidtables.core.storage import OWNER_MARKER, S3_ENDPOINT, STAT_LIMIT, Storage
+from acidtables.errors import InvalidArgumentError, LocationNotOwnedError, StorageUnavailableError
 
 SCHEMA = "id BIGINT, dt STRING"
 
@@ -144,3 +144,52 @@ def test_a_mismatched_marker_on_an_object_store_refuses_drop_and_cleanup(s3_cata
     with pytest.raises(LocationNotOwnedError):
         table.cleanup(grace_seconds=0)
     assert objects(table.location) == before
+
+
+# --- missing files (issue 24, item 4) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("files", [3, STAT_LIMIT + 4], ids=["one request each", "one listing"])
+def test_missing_files_on_an_object_store_are_found_alike_by_requests_and_by_a_listing(
+    s3_catalog: Catalog, files: int
+) -> None:
+    table = s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"])
+    with table.begin("insert_into") as tx:
+        tx.add_files([stage(tx, name=f"part-{i}.parquet") for i in range(files)])
+        tx.commit()
+    paths = sorted(f.path for f in table.snapshot().files)
+    gone = paths[1::2]
+    for path in gone:
+        table.storage.delete(path)
+    outside = "data/elsewhere/never-written.parquet"  # not under the listed directory: asked on its own
+    assert table.storage.missing([*paths, outside], under="data") == [*gone, outside]
+    assert sorted(table.fsck().missing) == sorted(table.storage.absolute(p) for p in gone)
+
+
+def test_a_staged_object_deleted_before_commit_fails_the_commit(s3_catalog: Catalog) -> None:
+    table = s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"])
+    tx = table.begin("insert_into")
+    files = [stage(tx, name=f"part-{i}.parquet") for i in range(STAT_LIMIT + 2)]  # proved by one listing
+    tx.add_files(files)
+    tx.storage.delete(files[5].path)
+    with pytest.raises(InvalidArgumentError, match=r"commit\(\): 1 file\(s\) given to add_files\(\) no longer exist"):
+        tx.commit()
+    assert table.version == 0 and not [p for p in objects(table.location) if tx.txn_id in p]
+
+
+def test_repair_refuses_while_the_object_store_does_not_answer(
+    s3_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = with_rows(s3_catalog.create_table("sales.t", schema=SCHEMA, partition_by=["dt"]), 2)
+    victim = sorted(f.path for f in table.snapshot().files)[0]
+    table.storage.delete(victim)
+    monkeypatch.setenv(S3_ENDPOINT, f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    with Catalog(s3_catalog.settings) as cut_off:  # a process whose storage cannot reach the store
+        stranded = cut_off.table("sales.t")
+        for attempt in (lambda: stranded.repair(), lambda: stranded.repair(dry_run=True), stranded.fsck):
+            with pytest.raises(StorageUnavailableError, match="did not answer"):
+                attempt()
+    assert table.version == 2  # nothing committed: an unreachable store is not a store without files
+    monkeypatch.undo()
+    report = table.repair()
+    assert report.version == 3 and [f.path for f in report.removed] == [table.storage.absolute(victim)]

@@ -44,6 +44,8 @@ MC_CLASS: dict[str, str] = {
     "update": "UD",
     "delete": "UD",
     "merge": "UD",
+    # Table.repair removes the entries of files that are gone: a DELETE of them (issue 24, item 4)
+    "repair": "UD",
     "minor_compact": "MinC",
     "major_compact": "MajC",
     "cluster": "CLU",

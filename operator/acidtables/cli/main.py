@@ -4,8 +4,8 @@ Commands build one result object and `output.render` prints it (a human table, o
 JSON document); every failure goes through `output.render_error`, so the exit code and the error
 document are decided in one place:
 
-    0 ok, 1 error, 2 usage, 3 conflict (ConcurrentModificationException), 4 etcd unavailable,
-    130 interrupted.
+    0 ok, 1 error, 2 usage, 3 conflict (ConcurrentModificationException), 4 etcd or the table's
+    storage unavailable, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ Without --local, commands connect with the ACIDTABLES_* settings (ACIDTABLES_ETC
 ACIDTABLES_WAREHOUSE, ...). --local uses an embedded etcd under PATH (default: $ACIDTABLES_HOME, else
 ~/.local/share/acidtables); give the path as --local=PATH.
 
-exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 etcd unavailable"""
+exit codes: 0 ok, 1 error, 2 usage, 3 conflict, 4 etcd or storage unavailable"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -132,9 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
     vacuum.add_argument("--force", action="store_true", help="allow a duration under the safety minimum (168h)")
 
     fsck = sub.add_parser(
-        "fsck", parents=options, help="check a table's invariants (read-only); exit code 1 when one fails"
+        "fsck",
+        parents=options,
+        help="check a table's invariants (read-only); exit code 1 when one fails; --repair removes missing files",
+        description="Without --repair, read-only. With --repair, commits one version that removes the entries of "
+        "the current version's data files that are gone (their rows are lost), as FSCK REPAIR TABLE does; "
+        "--repair --dry-run lists them and changes nothing. A repair refuses while the storage does not answer.",
     )
     fsck.add_argument("name", help="namespace.table")
+    fsck.add_argument(
+        "--repair", action="store_true", help="commit one version without the data files that are missing"
+    )
+    fsck.add_argument("--dry-run", action="store_true", help="with --repair: list the missing files, change nothing")
 
     sub.add_parser(
         "etcd-usage", parents=options, help="etcd's database size against its quota, and keys and bytes per table"
@@ -251,7 +260,11 @@ def _run(args: argparse.Namespace) -> int:
             result = maintenance.vacuum(catalog, args.name, args.retain_duration, args.dry_run, args.force)
         elif args.command == "etcd-usage":
             result = maintenance.etcd_usage(catalog)
+        elif args.command == "fsck" and args.repair:
+            result = maintenance.repair(catalog, args.name, args.dry_run)
         elif args.command == "fsck":
+            if args.dry_run:  # fsck alone changes nothing; a dry run only means something for a repair
+                raise UsageError("fsck: --dry-run goes with --repair (fsck alone is read-only)", "")
             checked = maintenance.fsck(catalog, args.name)
             render(checked, as_json=args.json, out=out)
             return checked.exit_code

@@ -1,4 +1,4 @@
-"""The maintenance commands: `expire NAME`, `vacuum NAME`, `etcd-usage` (issue 18).
+"""The maintenance commands: `expire NAME`, `vacuum NAME`, `etcd-usage` (issue 18), `fsck NAME [--repair]`.
 
 Each returns one result object that `output.render` prints, as the read-only commands do.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from acidtables.core import Catalog, ExpireReport, FsckReport, TableNotFoundError, VacuumReport
+from acidtables.core import Catalog, ExpireReport, FsckReport, RepairReport, TableNotFoundError, VacuumReport
 
 from .commands import open_table
 from .output import fields, table
@@ -171,6 +171,7 @@ class FsckResult:
             "head_version": r.head_version,
             "ok": r.ok,
             "checks": [{"name": c.name, "ok": c.ok, "examined": c.examined, "problems": c.problems} for c in r.checks],
+            "missing_files": list(r.missing),
         }
 
     def to_text(self) -> str:
@@ -179,8 +180,55 @@ class FsckResult:
         lines = [f"{r.table} at version {r.head_version}: {'ok' if r.ok else 'PROBLEMS FOUND'}"]
         lines.append(table(("CHECK", "RESULT", "EXAMINED", "PROBLEMS"), rows))
         lines += [f"{c.name}: {p}" for c in r.checks for p in c.problems]
+        if r.missing:
+            lines.append(
+                f"{len(r.missing)} file(s) of version {r.head_version} are missing; `acidtables fsck {r.table} "
+                "--repair` commits a version without them (--dry-run first lists them):"
+            )
+            lines += [f"missing: {path}" for path in r.missing]
         return "\n".join(lines)
 
 
 def fsck(catalog: Catalog, name: str) -> FsckResult:
     return FsckResult(open_table(catalog, name, "fsck").fsck())
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    report: RepairReport
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.report
+        return {
+            "table": r.table,
+            "dry_run": r.dry_run,
+            "read_version": r.read_version,
+            "version": r.version,
+            "files_removed": len(r.removed),
+            "rows_removed": r.rows_removed,
+            "files": [
+                {"path": f.path, "partition": dict(f.partition), "rows": f.live_rows, "size_bytes": f.size_bytes}
+                for f in r.removed
+            ],
+        }
+
+    def to_text(self) -> str:
+        r = self.report
+        if not r.removed:
+            return f"{r.table} at version {r.read_version}: no data file is missing; nothing to repair"
+        if r.dry_run:
+            head = (
+                f"{r.table} at version {r.read_version}: {len(r.removed)} data file(s) are missing; a repair would "
+                f"remove their entries ({r.rows_removed} rows). Nothing was changed"
+            )
+        else:
+            head = (
+                f"{r.table}: version {r.version} removes the entries of {len(r.removed)} missing data file(s) "
+                f"({r.rows_removed} rows lost) found at version {r.read_version}"
+            )
+        rows = [(f.path, f.live_rows, f.size_bytes) for f in r.removed]
+        return "\n".join([head, table(("MISSING FILE", "ROWS", "BYTES"), rows)])
+
+
+def repair(catalog: Catalog, name: str, dry_run: bool) -> RepairResult:
+    return RepairResult(open_table(catalog, name, "fsck").repair(dry_run=dry_run))

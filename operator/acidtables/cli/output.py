@@ -14,13 +14,19 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
 
-from acidtables.core import AcidTablesError, ConcurrentModificationException, CoordinatorUnavailable
+from acidtables.core import (
+    AcidTablesError,
+    ConcurrentModificationException,
+    CoordinatorUnavailable,
+    StorageUnavailableError,
+)
 
 #: exit codes; 2 is argparse's own for usage errors
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CONFLICT = 3
+#: etcd, or the table's storage, did not answer (nothing was changed; try again later)
 EXIT_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
 
@@ -101,7 +107,7 @@ def exit_code(exc: BaseException) -> int:
         return EXIT_USAGE
     if isinstance(exc, ConcurrentModificationException):
         return EXIT_CONFLICT
-    if isinstance(exc, CoordinatorUnavailable):
+    if isinstance(exc, CoordinatorUnavailable | StorageUnavailableError):  # both: try again later
         return EXIT_UNAVAILABLE
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED

@@ -30,9 +30,11 @@ from acidtables.core.errors import (
     CoordinatorPermissionDenied,
     CoordinatorUnavailable,
     CorruptMetadataError,
+    DataFilesMissingError,
     InvalidArgumentError,
     ProtocolChangedException,
     RowsLostError,
+    StorageUnavailableError,
     TableNotFoundError,
     VersionExpiredError,
     VersionNotFoundError,
@@ -55,6 +57,7 @@ from acidtables.core.leader import Leadership, campaign
 from acidtables.core.live_rows import LiveRowCounter, RowCounts
 from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
+from acidtables.core.presence import check_files_exist
 from acidtables.core.records import (
     Column,
     ColumnStats,
@@ -65,6 +68,7 @@ from acidtables.core.records import (
     TableMetadata,
     to_datetime,
 )
+from acidtables.core.repair import RepairReport
 from acidtables.core.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.snapshot import Snapshot
@@ -104,6 +108,7 @@ __all__ = [
     "CoordinatorUnavailable",
     "CorruptMetadataError",
     "DataFile",
+    "DataFilesMissingError",
     "EmbeddedEtcd",
     "EtcdSettings",
     "ExpireReport",
@@ -123,6 +128,7 @@ __all__ = [
     "PartitionFiles",
     "PreparedCreate",
     "ProtocolChangedException",
+    "RepairReport",
     "Resync",
     "Retention",
     "RowCounts",
@@ -130,6 +136,7 @@ __all__ = [
     "Settings",
     "Snapshot",
     "Storage",
+    "StorageUnavailableError",
     "Table",
     "TableMetadata",
     "TableNotFoundError",
@@ -139,6 +146,7 @@ __all__ = [
     "VersionExpiredError",
     "VersionNotFoundError",
     "campaign",
+    "check_files_exist",
     "files_in_scope",
     "group_app_id",
     "in_partitions",

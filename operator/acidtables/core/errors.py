@@ -62,6 +62,27 @@ class RowsLostError(AcidTablesError):
     are deleted. Seeing one means a file the reader misinterprets: run `acidtables fsck` on the table."""
 
 
+class DataFilesMissingError(AcidTablesError):
+    """A version of a table references data files that are gone from its location (deleted by hand, by
+    a lifecycle rule, lost with a volume). Raised when a read is planned, before Spark reads anything,
+    so a job fails at once naming the files instead of halfway through with Spark's PATH_NOT_FOUND."""
+
+    def __init__(self, message: str, *, table: str, version: int, paths: tuple[str, ...]) -> None:
+        super().__init__(message)
+        #: the table's name
+        self.table = table
+        #: the version whose files were read (for a change read, the version of the change)
+        self.version = version
+        #: every missing file, as URIs (or absolute paths), in the order the read names them
+        self.paths = paths
+
+
+class StorageUnavailableError(AcidTablesError):
+    """The table location could not be asked whether a file exists (the object store did not answer,
+    permission was refused): not the same as a missing file, so nothing that removes entries of
+    missing files (`Table.repair`) runs on this answer. Nothing was committed."""
+
+
 class LocationNotOwnedError(AcidTablesError):
     """A destructive operation (drop with data, cleanup, vacuum) found that the table does not own its
     location: the ownership marker is missing or names another table. Nothing was deleted."""

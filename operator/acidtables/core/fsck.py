@@ -1,7 +1,8 @@
 """`acidtables fsck TABLE`: the invariants of one table that need no history of who did what (issue 10).
 
 What an operator on call runs when a user says a table looks wrong. Read-only: it reads etcd, the
-archive segments, checkpoints and the data files' sizes, and changes nothing. Each check names what it
+archive segments, checkpoints and the data files' sizes, and changes nothing (`Table.repair` is the
+one step that acts on what it finds: see core/repair.py). Each check names what it
 found, so the answer to "is the table broken" comes with where.
 
 - versions: the log (etcd's window and the archive) holds every version 0..head exactly once, each
@@ -9,7 +10,9 @@ found, so the answer to "is the table broken" comes with where.
 - time versions: only data commits carry one, strictly increasing; the head's is the newest;
   every one is in the time index (etcd or a segment) pointing at its version;
 - transactions: every committed txn id is found at its version (the lost-answer lookup);
-- files: every file a retained version reads exists with its recorded size;
+- files: every file a retained version reads exists with its recorded size (a file a repair removed
+  is known to be gone, not a finding); `FsckReport.missing` lists every file of the head that is gone,
+  which is what `Table.repair` removes;
 - checkpoints: every checkpoint (etcd, the archive marker, segments) proves itself and equals a replay
   of the log up to its version;
 - archive: no log key at or below the marker is left in etcd; every segment proves itself;
@@ -21,12 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import AcidTablesError
+from .errors import AcidTablesError, StorageUnavailableError
 from .file_schema import file_schema_problems
+from .operations import Operation
 from .records import CommitRecord
 from .retention import read_retention
 from .services import Services, proven_checkpoint
 from .snapshot import Snapshot, SnapshotBuilder
+from .storage import Storage
 
 #: problems listed per check at most (a table broken everywhere would otherwise print its whole log)
 MAX_PROBLEMS = 50
@@ -55,6 +60,9 @@ class FsckReport:
     table: str
     head_version: int | None
     checks: tuple[FsckCheck, ...]
+    #: every data file the head version reads that is gone (URIs or absolute paths), uncapped: what
+    #: `Table.repair` would remove; the "files" check names them too (with older versions' ones)
+    missing: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -131,8 +139,12 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
     builder = SnapshotBuilder()
     wanted = _checkpoints(services, table_id, location, log, head_version, checkpoints)
     needed: dict[str, int] = {}
+    #: files whose entries a repair removed because they were gone
+    repaired: set[str] = set()
     for record in records:
         builder.apply(record)
+        if record.operation is Operation.REPAIR:
+            repaired.update(f.path for f in record.removes)
         if record.version == retention.oldest_version:
             needed.update((f.path, f.size_bytes) for f in builder.files.values())
         elif record.version > retention.oldest_version:
@@ -141,20 +153,32 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
             checkpoints.examined += 1
             _compare_checkpoint(services, location, path, record.version, builder.peek().to_json(), checkpoints)
 
-    # files: every file a retained version reads, with its recorded size
+    # files: every file a retained version reads, with its recorded size; a file a repair removed is
+    # known to be gone (the versions before the repair fail to read, naming it), so it is no finding
+    head_files = {f.path for f in builder.peek().files_by_path.values()}
+    gone: list[str] = []
     for path, size in sorted(needed.items()):
         files.examined += 1
-        found_size = storage.file_size(storage.relative(path))
+        found_size = _file_size(storage, path, name)
         if found_size is None:
-            files.fail(f"{storage.absolute(path)} is missing (read by versions {retention.oldest_version}..)")
+            if path in head_files:
+                gone.append(storage.absolute(path))
+            elif path in repaired:
+                continue
+            files.fail(
+                f"{storage.absolute(path)} is missing (read by versions {retention.oldest_version}.."
+                f"{'' if path in head_files else ', not by the head'})"
+                + (f"; `acidtables fsck {name} --repair` removes its entry" if path in head_files else "")
+            )
         elif found_size != size:
             files.fail(f"{storage.absolute(path)} has {found_size} bytes, its log entry says {size}")
 
     # file schemas: every file the head reads is readable as the table's rows (what the commit proof checks)
     head_snapshot = builder.peek()
+    gone_set = set(gone)
     for file in head_snapshot.files_by_path.values():
         relative = storage.relative(file.path)
-        if storage.file_size(relative) is None:
+        if storage.absolute(file.path) in gone_set:
             continue  # named above
         try:
             problems = file_schema_problems(storage.parquet_footer(relative), head_snapshot.metadata, file.kind)
@@ -163,7 +187,19 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
         for problem in problems:
             files.fail(f"{storage.absolute(file.path)} cannot be read as rows of the table: {problem}")
 
-    return FsckReport(name, head_version, checks)
+    return FsckReport(name, head_version, checks, tuple(gone))
+
+
+def _file_size(storage: Storage, path: str, name: str) -> int | None:
+    """A file's size, None when it is gone; StorageUnavailableError when the location cannot say (a
+    location that does not answer is no finding about the table's files)."""
+    try:
+        return storage.file_size(storage.relative(path))
+    except OSError as exc:  # a NotFound is None above; anything else is the store, not the file
+        raise StorageUnavailableError(
+            f"fsck of {name}: the table location {storage.location} did not answer whether {path} exists ({exc}); "
+            "check that the storage is reachable and readable, then run fsck again"
+        ) from None
 
 
 def _check_archive(services: Services, table_id: str, log: Any, archive: FsckCheck) -> None:

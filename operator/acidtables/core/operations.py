@@ -41,6 +41,9 @@ class Operation(StrEnum):
     CLUSTER = "cluster"
     ALTER = "alter"
     UPGRADE_PROTOCOL = "upgrade_protocol"
+    #: `Table.repair` / `acidtables fsck --repair`: removes the entries of data files that are gone
+    #: (Databricks' FSCK REPAIR TABLE); never begun by hand
+    REPAIR = "repair"
 
     @property
     def display(self) -> str:
@@ -60,7 +63,7 @@ class Operation(StrEnum):
         try:
             return Operation(normalized)
         except ValueError:
-            names = ", ".join(op.value for op in Operation if op is not Operation.CREATE_TABLE)
+            names = ", ".join(op.value for op in Operation if op not in (Operation.CREATE_TABLE, Operation.REPAIR))
             raise InvalidArgumentError(
                 f"{method}(): {argument}={value!r} is not an operation; use one of: {names}"
             ) from None
@@ -74,6 +77,9 @@ _DATA_CHANGING = frozenset(
         Operation.UPDATE,
         Operation.DELETE,
         Operation.MERGE,
+        # rows of the files it removes leave the table (they were unreadable, but a reader by time must
+        # see the version where they went)
+        Operation.REPAIR,
     }
 )
 
@@ -113,6 +119,8 @@ _MAXCOMPUTE = {
     Operation.UPDATE: OpClass.UD,
     Operation.DELETE: OpClass.UD,
     Operation.MERGE: OpClass.UD,
+    # a repair deletes the files it removes: for the matrices it is a DELETE of them (issue 24, item 4)
+    Operation.REPAIR: OpClass.UD,
     Operation.MINOR_COMPACT: OpClass.MIN_C,
     Operation.MAJOR_COMPACT: OpClass.MAJ_C,
     Operation.CLUSTER: OpClass.CLU,
@@ -133,6 +141,8 @@ _DELTA = {
     Operation.TRUNCATE: OpClass.DEL,
     Operation.UPDATE: OpClass.UPD,
     Operation.DELETE: OpClass.DEL,
+    # a repair removes the entries of files that are gone and reads exactly those: a DELETE of them
+    Operation.REPAIR: OpClass.DEL,
     Operation.MERGE: OpClass.MRG,
     Operation.MINOR_COMPACT: OpClass.OPT,
     Operation.MAJOR_COMPACT: OpClass.OPT,

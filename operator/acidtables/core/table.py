@@ -18,11 +18,18 @@ from typing import Any, TypeVar, cast
 
 from . import maintenance, retention
 from .durations import DurationLike, parse_duration
-from .errors import CorruptMetadataError, InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from .errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    StorageUnavailableError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from .fsck import FsckReport, fsck
 from .maintenance import CleanupReport
 from .operations import REWRITES, Operation
 from .records import CommitRecord, DataFile, TableMetadata, to_datetime
+from .repair import RepairReport, repair
 from .retention import ExpireReport, VacuumReport, check_minimum, check_readable
 from .services import Services
 from .snapshot import Snapshot
@@ -255,6 +262,11 @@ class Table:
         op = Operation.parse(operation)
         if op is Operation.CREATE_TABLE:
             raise InvalidArgumentError("begin(): tables are created with Catalog.create_table()")
+        if op is Operation.REPAIR:
+            raise InvalidArgumentError("begin(): a repair is committed by Table.repair() (acidtables fsck --repair)")
+        return self._begin(op, user_metadata)
+
+    def _begin(self, op: Operation, user_metadata: Mapping[str, str] | None) -> Transaction:
         # No round trip (design §2): the id carries this process's lease (granted once), and the
         # transaction starts from the newest head this process knows (its own last commit, a race it
         # lost, a read), else from a serializable read. The compare-and-swap judges whatever landed
@@ -529,6 +541,26 @@ class Table:
         return duration
 
     @names_damage
+    def repair(self, *, dry_run: bool = False) -> RepairReport:
+        """Commit one version that removes the entries of the current version's data files that are
+        gone from the location, as Databricks' FSCK REPAIR TABLE does; their rows are lost (they were
+        unreadable already: every read failed with DataFilesMissingError). `dry_run=True` lists them
+        and changes nothing; with none missing nothing is committed either.
+
+        The operation is REPAIR, a DELETE of those files for the conflict rules, with a time version.
+        Raises StorageUnavailableError, committing nothing, while the location cannot say whether its
+        files exist (missing must mean missing); a concurrent commit it conflicts with makes it fail
+        like any transaction (run it again).
+
+            report = catalog.table("sales.orders").repair(dry_run=True)
+            print([f.path for f in report.removed])"""
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError(f"repair(): dry_run must be True or False, found {dry_run!r}")
+        # from etcd's head, not the newest this process remembers: the files checked are the current ones
+        self._coordinator.forget_head(self.table_id)
+        return repair(self._begin(Operation.REPAIR, None), dry_run=dry_run)
+
+    @names_damage
     def fsck(self) -> FsckReport:
         """Check the table's invariants that need no history (dense versions, time versions and their
         index, txn lookups, every retained file present with its size, checkpoints equal to a replay,
@@ -537,3 +569,8 @@ class Table:
             return fsck(self._services, self.table_id, self.name, self.location)
         except LookupError:
             raise TableNotFoundError(f"{self.name} was dropped") from None
+        except OSError as exc:  # the location did not answer: no finding about the table can be made
+            raise StorageUnavailableError(
+                f"fsck of {self.name}: the table location {self.location} did not answer ({exc}); check that the "
+                "storage is reachable and readable, then run fsck again"
+            ) from None

@@ -19,10 +19,11 @@ from typing import Any
 from . import events
 from .committer import commit
 from .ddl import parse_schema
-from .errors import CorruptMetadataError, InvalidArgumentError, TransactionClosedError
+from .errors import CorruptMetadataError, InvalidArgumentError, StorageUnavailableError, TransactionClosedError
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
 from .file_checks import prove_new_file, prove_re_added_file
 from .operations import REWRITES, OpClass, Operation, classify
+from .presence import find_missing
 from .records import (
     Column,
     CommitInfo,
@@ -439,6 +440,7 @@ class Transaction:
         or CommitOutcomeUnknown.
         """
         self._check_open("commit")
+        self._prove_adds_present()
         try:
             info = commit(
                 self._services,
@@ -466,6 +468,43 @@ class Transaction:
         with self._in_flight_lock:  # the compare-and-swap deleted any registration; none comes after
             self._in_flight = "closed"
         return info
+
+    def _prove_adds_present(self) -> None:
+        """Re-prove, just before the compare-and-swap, that every file this transaction adds new still
+        exists: `add_files` proved it when it was staged, but a file deleted since (by hand, by a
+        cleanup that misjudged it, by a lifecycle rule) would otherwise be committed, and every read of
+        the table would then fail. One stat per file locally; one listing of the staging directory on
+        an object store (bench/README.md). A failure closes the transaction and commits nothing."""
+        new = [path for path in self._adds if path not in self.snapshot.files_by_path]
+        if not new:
+            return
+        try:
+            gone = find_missing(
+                self._storage,
+                new,
+                under=self._storage.staging_dir(self.txn_id),
+                action=f"commit(): {self.operation.display} on {self.table_name} (txn {self.txn_id})",
+            )
+        except StorageUnavailableError:
+            self._end_uncommitted()
+            raise
+        if gone:
+            self._end_uncommitted()
+            shown = ", ".join(self._storage.absolute(p) for p in gone[:5])
+            more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
+            raise InvalidArgumentError(
+                f"commit(): {len(gone)} file(s) given to add_files() no longer exist: {shown}{more}. Nothing was "
+                f"committed ({self.operation.display} on {self.table_name}, txn {self.txn_id}) and its staged files "
+                "are deleted; re-run the job (something deleted its staged files while it ran: check cleanup's "
+                "grace_seconds and any lifecycle rule on the location)"
+            )
+
+    def _end_uncommitted(self) -> None:
+        """Close a transaction that failed before its compare-and-swap, as a lost commit ends: its
+        staged files deleted, its registration gone."""
+        self._closed = True
+        self.discard_staged(keep=())
+        self._forget_inflight()
 
     def abort(self) -> None:
         """Give up: nothing becomes visible and the staged files are deleted. Idempotent."""

@@ -25,8 +25,10 @@ from acidtables.core import InFlight, Literal, PartitionFiles, parse_duration
 
 from .context import quantity_bytes
 
-MODIFYING = frozenset({"update", "delete", "merge"})
-WRITING = frozenset({"insert_into", "insert_overwrite", "truncate", "update", "delete", "merge"})
+#: in-flight operations that remove files a compaction may rewrite (a repair removes the entries of
+#: files that are gone, as a DELETE does)
+MODIFYING = frozenset({"update", "delete", "merge", "repair"})
+WRITING = frozenset({"insert_into", "insert_overwrite", "truncate", "update", "delete", "merge", "repair"})
 
 
 def duration(text: str | None, default: timedelta) -> timedelta:

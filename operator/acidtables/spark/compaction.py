@@ -100,7 +100,7 @@ def _stage_group(
     meta, storage = tx.metadata, tx.storage
     columns = [c.name for c in meta.columns]
     lineage = [f.path for f in group]
-    read = _Counted(read_files(spark, meta, storage, group, keep_helpers=True), "read")
+    read = _Counted(read_files(spark, meta, storage, group, version=tx.read_version, keep_helpers=True), "read")
     if not meta.primary_key:
         rows = _ordered(read.df, storage, group).select(*columns)
         outputs = write_staged(rows, tx, lineage=lineage, ordered_lineage=True)
@@ -222,7 +222,7 @@ def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str 
         columns = [c.name for c in meta.columns]
         count = max(1, math.ceil(sum(f.size_bytes for f in files) / (128 << 20)))
         if meta.primary_key:
-            live = read_snapshot_rows(spark, meta, storage, files, keep_helpers=True)
+            live = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version, keep_helpers=True)
             rows = live.select(
                 *columns,
                 F.lit(UPSERT).alias(OP_COLUMN),
@@ -230,7 +230,7 @@ def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str 
             )
             kind = FileKind.BASE
         else:
-            rows = read_files(spark, meta, storage, files).select(*columns)
+            rows = read_files(spark, meta, storage, files, version=tx.read_version).select(*columns)
             kind = FileKind.DATA
         rows = rows.repartitionByRange(count, *keys).sortWithinPartitions(*keys)
         outputs = write_staged(rows, tx, kind=kind, lineage=[f.path for f in files])

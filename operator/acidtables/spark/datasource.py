@@ -12,8 +12,11 @@ same layout, partition spelling, file kinds and merge-on-read as SparkTable) and
 Settings are the ACIDTABLES_* environment that `Catalog.connect()` reads, and each can be given as an
 option instead: drop the prefix, lower-case it, and write a dot for the first underscore
 (`etcd.endpoints`, `warehouse`, `etcd.prefix`, `commit.max_attempts`, ...); `local` uses the embedded
-development etcd. Whole-table overwrite and append are the write modes; the write is a blind append
-(the data source cannot see what the DataFrame read).
+development etcd. Every option is checked before anything runs (`source_options`): an unknown name, a
+value of the wrong type or range, or a read option on a write is refused naming it. Whole-table
+overwrite and append are the write modes; the write is a blind append (the data source cannot see what
+the DataFrame read). A read checks that every file of its snapshot exists while it is planned
+(DataFilesMissingError names them), before any executor opens one.
 
 SparkTable is the faster path for large jobs (Spark's native Parquet reader and writer); this source is
 for code that wants `format("acidtables")`.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 import os
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -40,20 +43,20 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from acidtables.core import (
-    VARIABLES,
     AcidTablesError,
     Catalog,
     ConfigurationError,
     DataFile,
-    InvalidArgumentError,
     Settings,
     Storage,
     TableMetadata,
     Transaction,
+    check_files_exist,
 )
 
 from .arrow_files import read_rows, write_rows
 from .schema import check_schema, read_struct
+from .source_options import SourceOptions, parse_options
 from .writes import replace_all
 
 FORMAT = "acidtables"
@@ -72,50 +75,17 @@ def register(spark: SparkSession) -> None:
     _registered.add(spark)
 
 
-#: options the data source reads itself; every other option is a setting (`option_variable`)
-_OWN_OPTIONS = frozenset({"path", "table", "local", "versionasof", "timestampasof"})
-
-
-def option_variable(option: str) -> str:
-    """The ACIDTABLES_* variable an option sets: etcd.endpoints is ACIDTABLES_ETCD_ENDPOINTS."""
-    return "ACIDTABLES_" + option.upper().replace(".", "_")
-
-
-def catalog_from_options(options: Mapping[str, str]) -> Catalog:
+def catalog_from_options(options: SourceOptions) -> Catalog:
     """The catalog the environment configures (Settings.from_env, as Catalog.connect reads it), with
     any setting given as an option in its place; `local` for the embedded development etcd."""
-    overrides = {}
-    for option, value in options.items():
-        if option.lower() in _OWN_OPTIONS:
-            continue
-        variable = option_variable(option)
-        if variable not in VARIABLES:
-            known = sorted(v.removeprefix("ACIDTABLES_").lower().replace("_", ".", 1) for v in VARIABLES)
-            raise InvalidArgumentError(
-                f"format('acidtables'): unknown option {option!r}; options are path, versionAsOf, timestampAsOf, "
-                f"local and the settings {', '.join(known)}"
-            )
-        overrides[variable] = value
-    if "local" in options:
-        if overrides:
-            raise InvalidArgumentError(
-                f"format('acidtables'): option local runs an embedded etcd; it takes no etcd or warehouse settings "
-                f"(got {', '.join(sorted(overrides))})"
-            )
-        return Catalog.local(options["local"] or None)
+    if options.local is not None:
+        return Catalog.local(options.local or None)
     try:
-        return Catalog(Settings.from_env({**os.environ, **overrides}))
+        return Catalog(Settings.from_env({**os.environ, **options.settings}))
     except ConfigurationError as exc:
         raise ConfigurationError(
             f"{exc} (format('acidtables') also takes them as options: etcd.endpoints, warehouse)"
         ) from None
-
-
-def _table_name(options: Mapping[str, str]) -> str:
-    name = options.get("path") or options.get("table")
-    if not name:
-        raise InvalidArgumentError("format('acidtables'): name the table, e.g. .load('sales.orders')")
-    return name
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,30 +115,29 @@ class AcidTablesDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
-    def _metadata(self) -> TableMetadata:
-        with catalog_from_options(self.options) as catalog:
-            return catalog.table(_table_name(self.options)).metadata
-
     @user_facing
     def schema(self) -> StructType:
-        return read_struct(self._metadata())
+        options = parse_options(self.options, "read")
+        with catalog_from_options(options) as catalog:
+            return read_struct(catalog.table(options.table).metadata)
 
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = self.options
-        version = options.get("versionAsOf")
-        timestamp = options.get("timestampAsOf")
+        options = parse_options(self.options, "read")
         with catalog_from_options(options) as catalog:
-            table = catalog.table(_table_name(options))
-            snapshot = table.snapshot(version=int(version) if version is not None else None, timestamp=timestamp)
+            table = catalog.table(options.table)
+            snapshot = table.snapshot(version=options.version_as_of, timestamp=options.timestamp_as_of)
+            # planned here, on the driver: a vanished file fails the read now, naming itself, not in a task
+            check_files_exist(table.storage, snapshot.files, table=table.name, version=snapshot.version)
             files = [{**f.to_json(), "added_version": f.added_version} for f in snapshot.files]
             return AcidTablesReader(snapshot.metadata.to_json(), files)
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
         operation = "insert_overwrite" if overwrite else "insert_into"
-        with catalog_from_options(self.options) as catalog:
-            table = catalog.table(_table_name(self.options))
+        options = parse_options(self.options, "write")
+        with catalog_from_options(options) as catalog:
+            table = catalog.table(options.table)
             check_schema(
                 table.metadata,
                 schema,
@@ -271,7 +240,7 @@ class AcidTablesWriter(DataSourceArrowWriter):
 
     @user_facing
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        with catalog_from_options(self.state.options) as catalog:
+        with catalog_from_options(parse_options(self.state.options, "write")) as catalog:
             tx = self._transaction(catalog)
             if self._overwrite:
                 replace_all(tx)
@@ -279,5 +248,5 @@ class AcidTablesWriter(DataSourceArrowWriter):
             tx.commit()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        with catalog_from_options(self.state.options) as catalog:
+        with catalog_from_options(parse_options(self.state.options, "write")) as catalog:
             self._transaction(catalog).abort()

@@ -218,7 +218,8 @@ def _run(merge: MergeBuilder) -> Prepared:
         # primary-key tables prune by partition only: see modify._merge_on_read
         files = tx.snapshot.prune(expr, partitions_only=bool(meta.primary_key))
         tx.record_read(predicate=expr, files=files, whole_table=expr is None)
-        target = read_snapshot_rows(spark, meta, storage, files, keep_helpers=True).withColumn(_T_MARK, F.lit(True))
+        target = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version, keep_helpers=True)
+        target = target.withColumn(_T_MARK, F.lit(True))
         source = merge.source.withColumn(_S_MARK, F.lit(True))
         how = "full_outer" if merge.not_matched else "left_outer"
         joined = target.alias(TARGET).join(source.alias(SOURCE), F.expr(merge.condition), how)

@@ -69,7 +69,7 @@ def _copy_on_write(
 ) -> dict[str, int]:
     meta, storage = tx.metadata, tx.storage
     candidates = tx.scan(condition)
-    rows = read_files(spark, meta, storage, candidates, keep_helpers=True)
+    rows = read_files(spark, meta, storage, candidates, version=tx.read_version, keep_helpers=True)
     match = holds(condition)
     touched = {r[FILE] for r in rows.filter(match).select(FILE).distinct().collect()}
     if not touched:
@@ -90,7 +90,7 @@ def _deletion_vectors(
 ) -> dict[str, int]:
     meta, storage = tx.metadata, tx.storage
     candidates = tx.scan(condition)
-    rows = read_files(spark, meta, storage, candidates, keep_helpers=True)
+    rows = read_files(spark, meta, storage, candidates, version=tx.read_version, keep_helpers=True)
     matched = rows.filter(holds(condition)).cache()
     try:
         positions: dict[str, set[int]] = defaultdict(set)
@@ -117,7 +117,7 @@ def _merge_on_read(
     expr = tx.parse(condition)
     files = tx.snapshot.prune(expr, partitions_only=True)
     tx.record_read(predicate=expr, files=files, whole_table=expr is None)
-    live = read_snapshot_rows(spark, meta, storage, files).filter(holds(condition))
+    live = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version).filter(holds(condition))
     if assignments is None:
         keys = set(meta.primary_key) | set(meta.partition_by)
         out = live.select(

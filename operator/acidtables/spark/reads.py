@@ -30,7 +30,7 @@ def read_snapshot(spark: SparkSession, table: Table, snapshot: Snapshot, where: 
             raise InvalidArgumentError(f"read(): where must be a SQL string, found {type(where).__name__}")
         validate_condition(spark, meta, where, "read")
     expr = parse_predicate(where, meta.column_types) if where else None
-    df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr))
+    df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr), version=snapshot.version)
     return df.filter(F.expr(where)) if where else df
 
 
@@ -65,20 +65,21 @@ def _change_rows(
         before, after = gone[path], re_added[path]
         newly_hidden = sorted(set(after.deletion_vector or ()) - set(before.deletion_vector or ()))
         if newly_hidden:
-            rows = read_files(spark, meta, storage, [before], keep_helpers=True)
+            rows = read_files(spark, meta, storage, [before], version=version, keep_helpers=True)
             hidden = spark.createDataFrame([(p,) for p in newly_hidden], f"{ROW} LONG")
             frames.append(rows.join(F.broadcast(hidden), ROW).select(*columns).withColumn(CHANGE_TYPE, F.lit("delete")))
     inserts = [f for p, f in re_added.items() if p not in gone]
     deletes = [f for p, f in gone.items() if p not in re_added]
     if inserts:
-        rows = read_files(spark, meta, storage, inserts, keep_helpers=bool(meta.primary_key))
+        rows = read_files(spark, meta, storage, inserts, version=version, keep_helpers=bool(meta.primary_key))
         if meta.primary_key:
             kind = F.when(F.col(OP_COLUMN) == F.lit(DELETE), F.lit("delete")).otherwise(F.lit("upsert"))
             frames.append(rows.select(*columns, kind.alias(CHANGE_TYPE)))
         else:
             frames.append(rows.withColumn(CHANGE_TYPE, F.lit("insert")))
     if deletes:
-        frames.append(read_files(spark, meta, storage, deletes).withColumn(CHANGE_TYPE, F.lit("delete")))
+        deleted = read_files(spark, meta, storage, deletes, version=version)
+        frames.append(deleted.withColumn(CHANGE_TYPE, F.lit("delete")))
     if not frames:
         return None
     out = frames[0]

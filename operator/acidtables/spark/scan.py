@@ -27,7 +27,16 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from acidtables.core import HIVE_NULL, STAGING_LEVELS, AcidTablesError, DataFile, FileKind, Storage, TableMetadata
+from acidtables.core import (
+    HIVE_NULL,
+    STAGING_LEVELS,
+    AcidTablesError,
+    DataFile,
+    FileKind,
+    Storage,
+    TableMetadata,
+    check_files_exist,
+)
 
 from .files import FILE, ROW, VERSION, file_key, without_file_scheme
 from .schema import (
@@ -150,12 +159,23 @@ def _known_file(column: str) -> Column:
 
 
 def read_files(
-    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile], *, keep_helpers: bool = False
+    spark: SparkSession,
+    meta: TableMetadata,
+    storage: Storage,
+    files: Sequence[DataFile],
+    *,
+    version: int,
+    keep_helpers: bool = False,
 ) -> DataFrame:
-    """The rows of `files` with partition columns from the log, deletion vectors applied.
+    """The rows of `files` (of version `version`) with partition columns from the log, deletion vectors
+    applied.
 
-    With `keep_helpers`, rows keep their file key, row position and the version that added the file
-    (and the merge-on-read columns of primary-key tables), which updates and compactions need.
+    Every file is first proved to exist (`check_files_exist`: a stat each, or one listing on an object
+    store), so a file that vanished fails here, while the read is planned, with DataFilesMissingError
+    naming the table, `version`, the file and the repair, instead of Spark's PATH_NOT_FOUND from a task
+    halfway through a job. With `keep_helpers`, rows keep their file key, row position and the version
+    that added the file (and the merge-on-read columns of primary-key tables), which updates and
+    compactions need.
     """
     columns = [c.name for c in meta.columns]
     extra = []
@@ -167,6 +187,7 @@ def read_files(
         types.update({FILE: StringType(), ROW: LongType(), VERSION: LongType()})
         added = [F.lit(None).cast(types[c]).alias(c) for c in (*meta.partition_by, FILE, ROW, VERSION)]
         return spark.createDataFrame([], file_struct(meta)).select("*", *added).select(*columns, *extra)
+    check_files_exist(storage, files, table=meta.name, version=version)
     paths = [storage.absolute(f.path) for f in files]
     plain = not keep_helpers and not any(f.deletion_vector for f in files)
     if plain and not meta.partition_by:
@@ -228,16 +249,23 @@ def row_operation() -> Column:
 
 
 def read_snapshot_rows(
-    spark: SparkSession, meta: TableMetadata, storage: Storage, files: Sequence[DataFile], *, keep_helpers: bool = False
+    spark: SparkSession,
+    meta: TableMetadata,
+    storage: Storage,
+    files: Sequence[DataFile],
+    *,
+    version: int,
+    keep_helpers: bool = False,
 ) -> DataFrame:
-    """What a reader sees: for primary-key tables after merge-on-read, unless every file is a base file
-    (major-compacted: one live row per key), where the window is skipped."""
+    """What a reader sees of `files` of version `version`: for primary-key tables after merge-on-read,
+    unless every file is a base file (major-compacted: one live row per key), where the window is
+    skipped. Missing files fail the plan (`read_files`)."""
     if not meta.primary_key:
-        return read_files(spark, meta, storage, files, keep_helpers=keep_helpers)
+        return read_files(spark, meta, storage, files, version=version, keep_helpers=keep_helpers)
     if all(f.kind is FileKind.BASE for f in files) and not keep_helpers:
         # major-compacted: one live row per key already, so no merge and no helper columns
-        return read_files(spark, meta, storage, files)
-    raw = read_files(spark, meta, storage, files, keep_helpers=True)
+        return read_files(spark, meta, storage, files, version=version)
+    raw = read_files(spark, meta, storage, files, version=version, keep_helpers=True)
     live = raw if all(f.kind is FileKind.BASE for f in files) else merge_on_read(raw, meta)
     if keep_helpers:
         return live

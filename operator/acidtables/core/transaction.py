@@ -19,7 +19,13 @@ from typing import Any
 from . import events
 from .committer import commit
 from .ddl import parse_schema
-from .errors import CorruptMetadataError, InvalidArgumentError, StorageUnavailableError, TransactionClosedError
+from .errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    StorageUnavailableError,
+    TableNotFoundError,
+    TransactionClosedError,
+)
 from .expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
 from .file_checks import prove_new_file, prove_re_added_file
 from .operations import REWRITES, OpClass, Operation, classify
@@ -469,6 +475,16 @@ class Transaction:
             self._in_flight = "closed"
         return info
 
+    def _raise_if_dropped(self) -> None:
+        """Files vanish with their table (drop with delete_data): then the drop is what the caller must
+        hear, as the compare-and-swap would have said. A head read, on this failure path only."""
+        try:
+            self._services.coordinator.read_head(self.metadata.table_id)
+        except LookupError:
+            raise TableNotFoundError(
+                f"{self.table_name} was dropped while {self.operation.display} was running"
+            ) from None
+
     def _prove_adds_present(self) -> None:
         """Re-prove, just before the compare-and-swap, that every file this transaction adds new still
         exists: `add_files` proved it when it was staged, but a file deleted since (by hand, by a
@@ -490,6 +506,7 @@ class Transaction:
             raise
         if gone:
             self._end_uncommitted()
+            self._raise_if_dropped()
             shown = ", ".join(self._storage.absolute(p) for p in gone[:5])
             more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
             raise InvalidArgumentError(

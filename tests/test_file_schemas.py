@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from tests.helpers.tables import source_options
 from tests.spark_jobs import next_name
 
 from acidtables import Catalog
@@ -84,14 +85,7 @@ def test_the_readme_recipe_keeps_every_row_through_reads_and_compactions(
     assert table.snapshot().row_count == 24
     assert table.fsck().ok
     # the data source's own (Arrow) reader agrees
-    etcd = catalog.settings.etcd
-    source = (
-        spark.read.format("acidtables")
-        .option("etcd.endpoints", ",".join(etcd.endpoints))
-        .option("etcd.prefix", etcd.prefix)
-        .option("warehouse", catalog.settings.warehouse)
-        .load(table.name)
-    )
+    source = spark.read.format("acidtables").options(**source_options(catalog)).load(table.name)
     assert source.count() == 24
 
 

@@ -9,19 +9,13 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from tests.helpers.tables import source_options
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
-
-
-def options(catalog: Catalog) -> dict[str, str]:
-    return {
-        "etcd.endpoints": ",".join(catalog.settings.etcd.endpoints),
-        "etcd.prefix": catalog.settings.etcd.prefix,
-        "warehouse": catalog.settings.warehouse,
-    }
+options = source_options
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:

@@ -9,20 +9,14 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from tests.helpers.tables import source_options
 
 from acidtables import Catalog, Table
 from acidtables.errors import DataFilesMissingError
 from acidtables.spark import SparkTable
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
-
-
-def options(catalog: Catalog) -> dict[str, str]:
-    return {
-        "etcd.endpoints": ",".join(catalog.settings.etcd.endpoints),
-        "etcd.prefix": catalog.settings.etcd.prefix,
-        "warehouse": catalog.settings.warehouse,
-    }
+options = source_options
 
 
 def rows(df: Any) -> list[tuple[Any, ...]]:

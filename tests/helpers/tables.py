@@ -149,3 +149,12 @@ def replay_violations(records: Sequence[CommitRecord], files_at: Callable[[int],
                 f"{sorted(live - snapshot_files)} missing compared with the replay"
             )
     return problems
+
+
+def source_options(catalog: Catalog) -> dict[str, str]:
+    """The `acidtables` data source's options that reach the catalog's etcd prefix and warehouse."""
+    return {
+        "etcd.endpoints": ",".join(catalog.settings.etcd.endpoints),
+        "etcd.prefix": catalog.settings.etcd.prefix,
+        "warehouse": catalog.settings.warehouse,
+    }

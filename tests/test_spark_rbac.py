@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]
 from tests.helpers.kmock_operator import KmockOperator, running_operator
+from tests.helpers.kmock_resources import NS, create, driver_pod, event_with, ready_table, with_condition
 from tests.helpers.resources import condition, job_resource
-from tests.test_operator_kmock import NS, create, driver_pod, event_with, ready_table, with_condition
 
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.operator.spark_rbac import MANAGED_BY, SPARK_RULES

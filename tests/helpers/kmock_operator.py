@@ -28,7 +28,6 @@ import json
 import logging
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import kmock
+from tests.helpers.resources import poll
 
 from acidtables import Catalog
 from acidtables.core.embedded import free_port
@@ -283,17 +283,7 @@ class KmockOperator:
 
     def eventually(self, check: Callable[[], Any], what: str, timeout_seconds: float = 20.0) -> Any:
         """Poll `check` until truthy (a deadline, not a sleep as synchronisation)."""
-        deadline = time.monotonic() + timeout_seconds
-        last: Any = None
-        while time.monotonic() < deadline:
-            last = check()
-            if last:
-                return last
-            time.sleep(0.05)  # the polling interval of the wait
-        raise AssertionError(
-            f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n"
-            + self.log.text()[-8000:]
-        )
+        return poll(check, what, self.log.text, timeout_seconds=timeout_seconds, interval_seconds=0.05)
 
 
 class _Log(logging.Handler):

@@ -87,13 +87,26 @@ def events_for(api: KubeClient, namespace: str, name: str) -> list[dict[str, Any
 def eventually(check: Callable[[], Any], what: str, operator: HasLog, timeout_seconds: float = 60.0) -> Any:
     """Poll `check` until it returns something truthy (a deadline, not a sleep), naming `what` and
     showing the operator's log when it never does."""
+    return poll(check, what, operator.log, timeout_seconds=timeout_seconds, interval_seconds=0.2)
+
+
+def poll(
+    check: Callable[[], Any],
+    what: str,
+    log: Callable[[], str],
+    *,
+    timeout_seconds: float,
+    interval_seconds: float,
+) -> Any:
+    """`check`'s first truthy answer within `timeout_seconds`; else an AssertionError naming `what`,
+    the last answer and the tail of `log()` (the operator's, whichever way the test runs it)."""
     deadline = time.monotonic() + timeout_seconds
     last: Any = None
     while time.monotonic() < deadline:
         last = check()
         if last:
             return last
-        time.sleep(0.2)  # polling interval of the wait, not synchronisation
+        time.sleep(interval_seconds)  # polling interval of the wait, not synchronisation
     raise AssertionError(
-        f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n" + operator.log()[-6000:]
+        f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n" + log()[-8000:]
     )

@@ -14,23 +14,21 @@ off in this process (the method replaced by a no-op), measured in the same run, 
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+from tests.helpers.object_store import find_moto_server, moto_server
 
 from acidtables import Catalog, Transaction
 from acidtables.core import storage as storage_module
-from acidtables.core.embedded import free_port
 from acidtables.core.settings import Settings
-from acidtables.core.storage import S3_ENDPOINT, Storage
-from acidtables.core.waiting import wait_for
+from acidtables.core.storage import Storage
 
 from . import workers
 from .report import Figure, Goal, Report
@@ -157,49 +155,16 @@ def _big_commit(catalog: Catalog, report: Report) -> None:
 
 @contextmanager
 def _moto() -> Iterator[str | None]:
-    """A moto S3 server on loopback (as tests/helpers/object_store.py finds it), or None."""
-    binary = next(
-        (
-            c
-            for c in (os.environ.get("ACIDTABLES_TEST_MOTO_SERVER"), shutil.which("moto_server"))
-            if c and os.access(c, os.X_OK)
-        ),
-        None,
-    )
+    """The tests' moto S3 server on loopback with the bucket `bench`, or None where none is installed."""
+    binary = find_moto_server()
     if binary is None:
         yield None
         return
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    saved = {k: os.environ.get(k) for k in (S3_ENDPOINT, "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")}
-    try:
-        from pyarrow import fs as pafs
-
-        def answers() -> bool:
-            try:
-                with urllib.request.urlopen(endpoint, timeout=1):
-                    return True
-            except OSError:  # not listening yet
-                return False
-
-        wait_for(answers, timeout_seconds=30, message=f"moto_server at {endpoint}")
-        os.environ.update(
-            {S3_ENDPOINT: endpoint, "AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_REGION": "us-east-1"}
-        )
-        store = pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True)
-        store.create_dir("bench")
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        moto_server(binary, "bench", Path(directory) / "moto.log") as endpoint,
+    ):
         yield endpoint
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _object_store(report: Report, counts: tuple[int, ...]) -> None:

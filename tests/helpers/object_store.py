@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,15 +45,12 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto's S3 server on a free loopback port, with the bucket `lake`, and the environment that
-    points acidtables (pyarrow) at it; skipped, naming the server, where it is not installed."""
-    binary = find_moto_server()
-    if binary is None:
-        pytest.skip("no moto_server: run `make install` (it builds .venv-s3) or set ACIDTABLES_TEST_MOTO_SERVER")
+@contextmanager
+def moto_server(binary: str, bucket: str, log: Path) -> Iterator[str]:
+    """moto's S3 server from `binary` on a free loopback port (its output in `log`), with `bucket`, and
+    the environment that points acidtables (pyarrow) at it while the block runs (restored after, the
+    server stopped)."""
     port = free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
@@ -69,7 +67,7 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
         from pyarrow import fs as pafs
 
-        pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True).create_dir(BUCKET)
+        pafs.S3FileSystem(endpoint_override=endpoint, region="us-east-1", allow_bucket_creation=True).create_dir(bucket)
         yield endpoint
     finally:
         for key, value in saved.items():
@@ -79,3 +77,14 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.environ[key] = value
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's S3 server on a free loopback port, with the bucket `lake`, and the environment that
+    points acidtables (pyarrow) at it; skipped, naming the server, where it is not installed."""
+    binary = find_moto_server()
+    if binary is None:
+        pytest.skip("no moto_server: run `make install` (it builds .venv-s3) or set ACIDTABLES_TEST_MOTO_SERVER")
+    with moto_server(binary, BUCKET, tmp_path_factory.mktemp("moto") / "moto.log") as endpoint:
+        yield endpoint

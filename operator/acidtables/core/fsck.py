@@ -155,7 +155,8 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
 
     # files: every file a retained version reads, with its recorded size; a file a repair removed is
     # known to be gone (the versions before the repair fail to read, naming it), so it is no finding
-    head_files = {f.path for f in builder.peek().files_by_path.values()}
+    head_snapshot = builder.peek()
+    head_files = set(head_snapshot.files_by_path)
     gone: list[str] = []
     for path, size in sorted(needed.items()):
         files.examined += 1
@@ -174,7 +175,6 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
             files.fail(f"{storage.absolute(path)} has {found_size} bytes, its log entry says {size}")
 
     # file schemas: every file the head reads is readable as the table's rows (what the commit proof checks)
-    head_snapshot = builder.peek()
     gone_set = set(gone)
     for file in head_snapshot.files_by_path.values():
         relative = storage.relative(file.path)

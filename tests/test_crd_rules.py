@@ -183,6 +183,7 @@ REFUSED_AT_CREATE = [
         "rowLevelConcurrency needs the delta conflict policy",
     ),
     (table(primaryKey=["id"], rowLevelConcurrency=True), "rowLevelConcurrency needs the delta conflict policy"),
+    (table(primaryKey=["id"], conflictDetection="statistics"), "conflictDetection applies to the delta conflict"),
     (job(type="cluster"), "clusterBy is required for type cluster and only allowed there"),
     (job(type="cluster", clusterBy=[]), "clusterBy is required for type cluster and only allowed there"),
     (job(clusterBy=["id"]), "clusterBy is required for type cluster and only allowed there"),
@@ -248,9 +249,19 @@ def test_every_rule_has_a_spec_it_refuses() -> None:
         table(conflictPolicy="delta", isolationLevel="Serializable", rowLevelConcurrency=True),
         table(isolationLevel="WriteSerializable"),  # no policy, no key: delta by default
         table(primaryKey=["id"], rowLevelConcurrency=False),
+        table(primaryKey=["id"], conflictDetection="partitions"),
+        table(conflictDetection="statistics"),
         job(type="cluster", clusterBy=["id"]),
     ],
-    ids=["maxcompute with a key", "delta options", "default delta", "row-level off", "cluster job"],
+    ids=[
+        "maxcompute with a key",
+        "delta options",
+        "default delta",
+        "row-level off",
+        "partitions anywhere",
+        "statistics on delta",
+        "cluster job",
+    ],
 )
 def test_a_spec_each_rule_allows_is_accepted(resource: dict[str, Any]) -> None:
     assert violations(resource) == []

@@ -97,6 +97,19 @@ def test_a_column_added_to_the_spec_alters_the_table(op: KmockOperator, catalog:
     assert "added columns note" in altered["message"]
 
 
+def test_conflict_detection_in_the_spec_is_the_tables_setting_and_a_change_alters_it(
+    op: KmockOperator, catalog: Catalog
+) -> None:
+    ready_table(op)
+    assert catalog.table("sales.orders").metadata.conflict_detection == "partitions"
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/acidtables/orders", {"spec": {"conflictDetection": "statistics"}})
+    op.eventually(
+        lambda: catalog.table("sales.orders").metadata.conflict_detection == "statistics",
+        "acidtables.conflictDetection=statistics in etcd",
+        SECONDS,
+    )
+
+
 @pytest.mark.parametrize(("policy", "kept"), [("Retain", True), ("Delete", False)])
 def test_deleting_an_acidtable_follows_its_deletion_policy(
     op: KmockOperator, catalog: Catalog, policy: str, kept: bool

@@ -61,7 +61,7 @@ def read_history(directory: Path) -> History:
     return history
 
 
-def describe(record: CommitRecord, partition_by: list[str], rlc: bool) -> dict[str, Any]:
+def describe(record: CommitRecord, partition_by: list[str], rlc: bool, statistics: bool = False) -> dict[str, Any]:
     """One commit as the rules read it: its log entry's JSON, so the checker shares no decoding with
     the committer beyond what the log stores."""
     entry = record.to_json()
@@ -84,6 +84,7 @@ def describe(record: CommitRecord, partition_by: list[str], rlc: bool) -> dict[s
         "protocol": bool(entry.get("protocol")) and record.version > 0,
         "partition_by": partition_by,
         "rlc": rlc,
+        "statistics": statistics,
     }
 
 
@@ -176,7 +177,8 @@ def check_table(
     partition_by = list(table.metadata.partition_by)
     # row-level concurrency: deletion vectors on and no partitions (conflict-rules §1.2)
     rlc = table.metadata.row_level_concurrency and not partition_by
-    described = [describe(r, partition_by, rlc) for r in records]
+    statistics = table.metadata.conflict_detection == "statistics"
+    described = [describe(r, partition_by, rlc, statistics) for r in records]
     for r in records[1:]:
         for winner in records[r.read_version + 1 : r.version]:
             why = must_fail(policy, described[winner.version], described[r.version])

@@ -112,14 +112,23 @@ def _appended_where_read(earlier: Mapping[str, Any], later: Mapping[str, Any]) -
     write_serializable = (later["isolation_level"] or "WriteSerializable") == "WriteSerializable"
     if earlier["blind_append"] and write_serializable and not later["is_metadata"]:
         return False  # D-26
+    # Under acidtables.conflictDetection=statistics the committer may also prove from an appended file's
+    # min/max that no row of it matches; the checker keeps no statistics evaluator of its own, so there a
+    # failure is required only where the partition values alone decide a match.
+    undecided_conflicts = not later["statistics"]
     for added in earlier["adds"]:
         if not added["data_change"]:
             continue  # D-15: a rewrite's output is no append
         if later["reads_whole_table"] or any(
-            may_match(p, added["partition"], later["partition_by"]) is not False for p in later["read_predicates"]
+            _matches(may_match(p, added["partition"], later["partition_by"]), undecided_conflicts)
+            for p in later["read_predicates"]
         ):
             return True
     return False
+
+
+def _matches(result: bool | None, undecided: bool) -> bool:
+    return undecided if result is None else result
 
 
 def may_match(predicate: Sequence[Any], partition: Mapping[str, Any], partition_by: Sequence[str]) -> bool | None:

@@ -59,6 +59,7 @@ from acidtables.core.names import split_name
 from acidtables.core.operations import Operation
 from acidtables.core.presence import check_files_exist
 from acidtables.core.records import (
+    CONFLICT_DETECTION_PROPERTY,
     Column,
     ColumnStats,
     CommitInfo,
@@ -79,6 +80,7 @@ from acidtables.core.transaction import Transaction
 
 __all__ = [
     "CONFLICT_CLASSES",
+    "CONFLICT_DETECTION_PROPERTY",
     "ENDPOINTS",
     "HIVE_NULL",
     "LOCAL_ETCD_MARKER",

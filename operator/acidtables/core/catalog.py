@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from .ddl import parse_schema
+from .ddl import check_properties, parse_schema
 from .errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -252,7 +252,7 @@ class Catalog:
             conflict_policy=policy,
             isolation_level=level,
             row_level_concurrency=row_level_concurrency,
-            properties={str(k): str(v) for k, v in (properties or {}).items()},
+            properties=check_properties(properties or {}, policy, method=method),
             created_at=now,
         )
         txn_id = uuid.uuid4().hex

@@ -6,12 +6,13 @@ ever holds plain identifiers and the types `types.normalize_type` accepts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .errors import InvalidArgumentError
 from .names import IDENTIFIER
-from .records import Column
+from .operations import Policy
+from .records import CONFLICT_DETECTION_MODES, CONFLICT_DETECTION_PROPERTY, Column
 from .types import normalize_type, split_top_level
 
 #: names the library gives its own columns and staging directories (merge-on-read's _acid_op/_acid_seq,
@@ -52,3 +53,20 @@ def parse_schema(schema: str | Sequence[Column] | Sequence[tuple[str, str]], *, 
             raise InvalidArgumentError(f"{method}(): column {column.name!r} appears twice in the schema")
         seen.add(column.name.lower())
     return tuple(replace(c, type=normalize_type(c.type, column=c.name, method=method)) for c in columns)
+
+
+def check_properties(properties: Mapping[str, str], policy: Policy, *, method: str) -> dict[str, str]:
+    """Table properties as strings; the ones acidtables itself reads must hold a value it knows."""
+    checked = {str(k): str(v) for k, v in properties.items()}
+    mode = checked.get(CONFLICT_DETECTION_PROPERTY)
+    if mode is not None:
+        if mode not in CONFLICT_DETECTION_MODES:
+            raise InvalidArgumentError(
+                f"{method}(): {CONFLICT_DETECTION_PROPERTY}={mode!r}; use one of {', '.join(CONFLICT_DETECTION_MODES)}"
+            )
+        if mode != "partitions" and policy is not Policy.DELTA:
+            raise InvalidArgumentError(
+                f"{method}(): {CONFLICT_DETECTION_PROPERTY}={mode!r} applies to the delta policy only (§13.1 "
+                f"rule 4); this table uses {policy.value}"
+            )
+    return checked

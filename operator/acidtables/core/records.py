@@ -156,6 +156,13 @@ class Column:
     nullable: bool = True
 
 
+#: The table property that chooses how §13.1 rule 4 narrows a read set without row-level concurrency:
+#: "partitions" (the rules' default: partition values only, D-22) or "statistics" (also the appended files'
+#: min/max and null counts on data columns, which can only prove that no row matches, never miss one).
+CONFLICT_DETECTION_PROPERTY = "acidtables.conflictDetection"
+CONFLICT_DETECTION_MODES = ("partitions", "statistics")
+
+
 @dataclass(frozen=True)
 class TableMetadata:
     """A table's definition at some version; changed only by metadata commits (ALTER)."""
@@ -197,6 +204,11 @@ class TableMetadata:
     def rlc_in_effect(self) -> bool:
         """Row-level concurrency: deletion vectors on AND unpartitioned (conflict-rules §1.2, R2)."""
         return self.row_level_concurrency and not self.partition_by
+
+    @property
+    def conflict_detection(self) -> str:
+        """ "partitions" or "statistics": see CONFLICT_DETECTION_PROPERTY."""
+        return self.properties.get(CONFLICT_DETECTION_PROPERTY, "partitions")
 
     def to_json(self) -> dict[str, Any]:
         return {

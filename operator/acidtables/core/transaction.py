@@ -18,7 +18,7 @@ from typing import Any
 
 from . import events
 from .committer import commit
-from .ddl import parse_schema
+from .ddl import check_properties, parse_schema
 from .errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -353,7 +353,8 @@ class Transaction:
                 raise InvalidArgumentError(f"{method}(): column(s) {clash} already exist in {self.table_name}")
             changes["columns"] = current.columns + tuple(Column(c.name, c.type, True) for c in new)
         if properties:
-            changes["properties"] = {**current.properties, **{str(k): str(v) for k, v in properties.items()}}
+            changed = check_properties(properties, current.conflict_policy, method=method)
+            changes["properties"] = {**current.properties, **changed}
         if isolation_level is not None:
             if current.conflict_policy is not Policy.DELTA:
                 raise InvalidArgumentError(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acidtables.core import Column, InvalidArgumentError, TableMetadata, parse_schema
+from acidtables.core import CONFLICT_DETECTION_PROPERTY, Column, InvalidArgumentError, TableMetadata, parse_schema
 
 #: the table property that holds an AcidTable's compaction settings (JSON)
 COMPACTION_PROPERTY = "acidtables.compaction"
@@ -59,7 +59,10 @@ class TableDefinition:
             conflict_policy=policy,
             isolation_level=level,
             row_level_concurrency=bool(spec.get("rowLevelConcurrency", False)),
-            properties={COMPACTION_PROPERTY: json.dumps(spec.get("compaction") or {}, sort_keys=True)},
+            properties={
+                COMPACTION_PROPERTY: json.dumps(spec.get("compaction") or {}, sort_keys=True),
+                CONFLICT_DETECTION_PROPERTY: str(spec.get("conflictDetection") or "partitions"),
+            },
         )
 
     def create_options(self) -> dict[str, Any]:
@@ -97,7 +100,8 @@ class TableDefinition:
 
     def changed_properties(self, meta: TableMetadata) -> dict[str, str]:
         """Properties the spec sets to other values than the table has (an ALTER ... SET TBLPROPERTIES)."""
-        have = {COMPACTION_PROPERTY: "{}", **meta.properties}  # no settings and empty settings are the same
+        # no setting means the default: empty compaction settings, partition-level conflict detection
+        have = {COMPACTION_PROPERTY: "{}", CONFLICT_DETECTION_PROPERTY: "partitions", **meta.properties}
         return {k: v for k, v in self.properties.items() if have.get(k) != v}
 
     def added_columns(self, meta: TableMetadata) -> list[Column]:

@@ -71,16 +71,20 @@ def _appended_where_read(
     if rows:
         # rows: a deletion-vector update re-adds the same file, which adds no row
         candidates = [f for f in candidates if f.path not in rewritten]
-    if rows:
+    if rows or table.conflict_detection == "statistics":
+        # Each file's statistics (min/max, null counts) stand in for its rows: a file conflicts unless
+        # they prove that none of its rows satisfies the predicate; a column without them is unknown.
         predicates = list(intent.read_predicates)
+        file_bounds = DataFile.bounds
     else:
-        # Without RLC only partition values are compared: a predicate's data-column parts widen to TRUE,
-        # so one that mixes columns with no partition filter to extract (`p = 1 OR year > 2019`) reads
-        # the whole table and meets every added file, whatever the file's statistics say.
+        # The rules' default without RLC: only partition values are compared (D-22), so a predicate's
+        # data-column parts widen to TRUE and one that mixes columns with no partition filter to extract
+        # (`p = 1 OR year > 2019`) reads the whole table and meets every added file.
         partition_columns = frozenset(table.partition_by)
         predicates = [restrict_to_columns(p, partition_columns) for p in intent.read_predicates]
+        file_bounds = DataFile.partition_bounds
     for file in candidates:
-        bounds = file.bounds() if rows else file.partition_bounds()
+        bounds = file_bounds(file)
         if intent.reads_whole_table or any(might_match(p, bounds) for p in predicates):
             return conflict(ConcurrentAppendException, winner, intent, table, f"added {file.path}", file=file)
     return None

@@ -7,6 +7,7 @@ snapshot is and commits through etcd (acidtables.core).
 from acidtables.spark.merge import MergeBuilder
 from acidtables.spark.prepared import Prepared
 from acidtables.spark.session import local_session, spark_session, stop_session
+from acidtables.spark.statements import sql
 from acidtables.spark.table import SparkTable
 
-__all__ = ["MergeBuilder", "Prepared", "SparkTable", "local_session", "spark_session", "stop_session"]
+__all__ = ["MergeBuilder", "Prepared", "SparkTable", "local_session", "spark_session", "sql", "stop_session"]

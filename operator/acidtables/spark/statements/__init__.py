@@ -1,0 +1,192 @@
+"""`acidtables.spark.sql(spark, statement)`: one SQL statement over acidtables tables.
+
+Each statement acidtables runs maps onto the one SparkTable or Catalog call that does the same thing, so
+its commit, history entry and conflicts are the API's; see README "SQL". A statement that names no
+acidtables table goes to `spark.sql` unchanged, and one that only reads acidtables tables (a query, or a
+write into a Spark table) runs in Spark over pinned snapshots of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from acidtables.core import AcidTablesError, Catalog, InvalidArgumentError, Table
+
+from ..prepared import Prepared
+from ..table import SparkTable
+from . import ddl, describe, writes
+from .dialect import Compact, Optimize, ShowTables, parse_statement
+from .references import Tables
+
+#: how often a write whose source reads its own target is prepared again when a commit landed between
+#: pinning the source's snapshot and starting the transaction (the source must read the version the
+#: transaction starts from)
+REPIN_ATTEMPTS = 5
+
+_default_lock = threading.Lock()
+_default_catalog: Catalog | None = None
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    global _default_catalog
+    if catalog is not None:
+        if not isinstance(catalog, Catalog):
+            raise InvalidArgumentError(f"sql(): catalog must be an acidtables Catalog, found {type(catalog).__name__}")
+        return catalog
+    with _default_lock:
+        if _default_catalog is None:
+            _default_catalog = Catalog.connect()
+        return _default_catalog
+
+
+def sql(spark: SparkSession, statement: str, *, catalog: Catalog | None = None, commit: bool = True) -> Any:
+    """Run one statement. Queries, DESCRIBE and SHOW return a DataFrame; writes return the commit's
+    CommitInfo (a list of them for a compaction, which commits group by group), or with `commit=False`
+    the Prepared job, staged and not yet visible, exactly as the API's `commit=False`. CREATE TABLE
+    returns the Table (PreparedCreate with commit=False), DROP TABLE its DropReport (None when nothing
+    was dropped), ALTER TABLE ... ADD COLUMNS / SET TBLPROPERTIES its CommitInfo.
+
+    `catalog` defaults to `Catalog.connect()` (the ACIDTABLES_* environment), made once per process."""
+    if not isinstance(spark, SparkSession):
+        raise InvalidArgumentError(f"sql(): expected a SparkSession, found {type(spark).__name__}")
+    if not isinstance(commit, bool):
+        raise InvalidArgumentError(f"sql(): commit must be True or False, found {commit!r}")
+    tree = parse_statement(statement)
+    cat = _catalog(catalog)
+    for _ in range(REPIN_ATTEMPTS):
+        tables = Tables.of(spark, cat, tree)
+        try:
+            return _run(spark, cat, tables, tree, statement, commit=commit)
+        except _Repin:
+            continue
+    raise AcidTablesError(
+        f"sql(): {REPIN_ATTEMPTS} times a commit landed between reading the target in the statement's source "
+        "and starting its transaction; run it again"
+    )
+
+
+class _Repin(Exception):
+    """The source read an older version of the target than the transaction starts from."""
+
+
+def _run(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Expr, statement: str, *, commit: bool) -> Any:
+    if isinstance(tree, exp.Create):
+        if ddl.is_acidtables_create(tree):
+            return ddl.create(catalog, tree, commit=commit)
+        return _elsewhere(spark, tables, tree, statement)
+    if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
+        [node] = tree.args["tables"]
+        if tables.resolve(node) is not None:
+            return ddl.drop(catalog, tables, tree)
+        return _elsewhere(spark, tables, tree, statement)
+    if isinstance(tree, ShowTables):
+        namespace = tree.this.name if tree.this is not None else None
+        like = tree.args["like"].name if tree.args.get("like") is not None else None
+        return describe.show_tables(spark, catalog, namespace, like)
+    if isinstance(tree, Optimize):
+        table = tables.require(tree.this, "OPTIMIZE")
+        where = tree.args.get("where")
+        condition = where.this.sql(dialect="spark") if where is not None else None
+        zorder = tree.args.get("zorder")
+        target = SparkTable(spark, table)
+        if zorder is not None:
+            return target.cluster([c.name for c in zorder.expressions], where=condition, commit=commit)
+        return target.compact("minor", where=condition, commit=commit)
+    if isinstance(tree, exp.Describe):
+        described = tables.resolve(tree.this) if isinstance(tree.this, exp.Table) else None
+        if described is None:
+            return _elsewhere(spark, tables, tree, statement)
+        table = described
+        style = str(tree.args.get("style") or "").upper()
+        if style == "HISTORY":
+            return describe.describe_history(spark, table)
+        if style == "DETAIL":
+            return describe.describe_detail(spark, table)
+        if tree.args.get("partition") is not None:
+            raise InvalidArgumentError("sql(): DESCRIBE ... PARTITION is not supported for acidtables tables")
+        return describe.describe_columns(spark, table)
+    if isinstance(tree, exp.Alter):
+        altered = tables.resolve(tree.this)
+        if altered is None:
+            return _elsewhere(spark, tables, tree, statement)
+        table = altered
+        actions = tree.args.get("actions") or []
+        if len(actions) == 1 and isinstance(actions[0], Compact):
+            return _compact(spark, table, tree, actions[0], commit=commit)
+        if tree.this.args.get("partition") is not None:
+            raise InvalidArgumentError("sql(): ALTER TABLE ... PARTITION (...) takes COMPACT MINOR | MAJOR only")
+        return ddl.alter(catalog, table.name, actions)
+    if isinstance(tree, exp.Insert | exp.Update | exp.Delete | exp.Merge | exp.TruncateTable):
+        return _write(spark, tables, tree, statement, commit=commit)
+    if isinstance(tree, exp.Query):
+        if _reads_acidtables(tables, tree):
+            return tables.query(tree)
+        return spark.sql(statement)
+    return _elsewhere(spark, tables, tree, statement)
+
+
+def _reads_acidtables(tables: Tables, tree: exp.Expr) -> bool:
+    return any(tables.resolve(t) is not None for t in tree.find_all(exp.Table) if t.name)
+
+
+def _elsewhere(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str) -> DataFrame:
+    """A statement Spark runs: unchanged when it names no acidtables table; over pinned snapshots when
+    it only reads them (INSERT INTO a Spark table SELECT ... FROM an acidtables table)."""
+    if not _reads_acidtables(tables, tree):
+        return spark.sql(statement)
+    if isinstance(tree, exp.Command | exp.Drop | exp.Alter | exp.Describe):
+        raise InvalidArgumentError(
+            f"sql(): {statement.strip()!r} is not a statement acidtables runs on its tables "
+            "(see the README's SQL section for the ones it does)"
+        )
+    return tables.query(tree)
+
+
+def _compact(spark: SparkSession, table: Table, tree: exp.Alter, action: Compact, *, commit: bool) -> Any:
+    kind = action.this.name.lower() if action.this is not None else ""
+    if kind not in ("minor", "major"):
+        raise InvalidArgumentError(
+            f"sql(): ALTER TABLE ... COMPACT {kind.upper() or '(nothing)'}: use COMPACT MINOR or COMPACT MAJOR"
+        )
+    static, dynamic = writes.partition_spec(tree.this.args.get("partition"), table.metadata, "ALTER TABLE ... COMPACT")
+    if dynamic:
+        raise InvalidArgumentError(f"sql(): ALTER TABLE ... PARTITION ... COMPACT: give {', '.join(dynamic)} a value")
+    return SparkTable(spark, table).compact(kind, where=writes.partition_predicate(static), commit=commit)
+
+
+def _write(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str, *, commit: bool) -> Any:
+    node = tree.expressions[0] if isinstance(tree, exp.TruncateTable) else tree.this
+    if isinstance(node, exp.Schema):
+        node = node.this
+    if not isinstance(node, exp.Table):
+        raise InvalidArgumentError(f"sql(): cannot tell the target table of {statement.strip()!r}")
+    if tables.resolve(node) is None:
+        return _elsewhere(spark, tables, tree, statement)
+    table = tables.require(node, type(tree).__name__.upper())
+    target = SparkTable(spark, table)
+    prepared: Prepared
+    if isinstance(tree, exp.Insert):
+        prepared = writes.insert(target, tables, tree, commit=False)
+    elif isinstance(tree, exp.TruncateTable):
+        if len(tree.expressions) != 1:
+            raise InvalidArgumentError("sql(): TRUNCATE TABLE takes one table")
+        prepared = writes.truncate(target, tree, commit=False)
+    elif isinstance(tree, exp.Update):
+        prepared = writes.update(target, tree, commit=False)
+    elif isinstance(tree, exp.Delete):
+        prepared = writes.delete(target, tree, commit=False)
+    else:
+        assert isinstance(tree, exp.Merge)
+        prepared = writes.merge(target, tables, tree, commit=False)
+    pin = tables.current_pin(table)
+    if pin is not None and pin.snapshot.version != prepared.read_version:
+        prepared.abort()
+        raise _Repin()
+    return prepared.commit() if commit else prepared
+
+
+__all__ = ["sql"]

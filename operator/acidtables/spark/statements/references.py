@@ -1,0 +1,172 @@
+"""Which tables of a statement are acidtables tables, and one pinned snapshot of each for the statement.
+
+A name resolves to acidtables when the catalog has it: `acidtables.ns.t` always, `ns.t` when the
+catalog has `ns.t` (it wins over a Spark table of the same name), and a one-part `t` as `default.t`
+unless the statement defines `t` as a CTE or Spark knows `t` (a temporary view, a session table).
+
+Every reference to the same table and the same version clause reads one snapshot, pinned once: a self
+join, a CTE used twice, or a MERGE whose source reads its own target all see one version. Each pinned
+snapshot is a temporary view over exactly its files (SparkTable.read's plan), and the references are
+rewritten to the view, so Spark plans the rest of the query as it would any other; the views are dropped
+once Spark has analysed the statement (the analysed plan holds the files, not the name).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from acidtables.core import Catalog, InvalidArgumentError, Snapshot, Table, TableNotFoundError
+
+from ..reads import read_snapshot
+
+#: the catalog part that names acidtables explicitly: `acidtables.sales.orders`
+CATALOG_NAME = "acidtables"
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass
+class Pin:
+    table: Table
+    snapshot: Snapshot
+    view: str
+
+
+@dataclass
+class Tables:
+    """The acidtables tables one statement names, resolved once and pinned once per version clause."""
+
+    spark: SparkSession
+    catalog: Catalog
+    #: CTE names of the statement: a one-part name that is a CTE is never a table
+    ctes: frozenset[str] = frozenset()
+    _resolved: dict[tuple[str, ...], Table | None] = field(default_factory=dict)
+    _pins: dict[tuple[str, str, str], Pin] = field(default_factory=dict)
+
+    @staticmethod
+    def of(spark: SparkSession, catalog: Catalog, tree: exp.Expr) -> Tables:
+        ctes = frozenset(c.alias_or_name.lower() for c in tree.find_all(exp.CTE))
+        return Tables(spark, catalog, ctes)
+
+    def resolve(self, node: exp.Table) -> Table | None:
+        """The acidtables table `node` names, or None for a name Spark resolves."""
+        parts = tuple(p.name for p in node.parts)
+        if parts not in self._resolved:
+            self._resolved[parts] = self._lookup(parts)
+        return self._resolved[parts]
+
+    def _lookup(self, parts: tuple[str, ...]) -> Table | None:
+        if len(parts) == 3:
+            if parts[0].lower() != CATALOG_NAME:
+                return None  # another Spark catalog
+            return self.catalog.table(f"{parts[1]}.{parts[2]}")  # named explicitly: must exist
+        if len(parts) == 2:
+            try:
+                return self.catalog.table(f"{parts[0]}.{parts[1]}")
+            except TableNotFoundError:
+                return None
+        if len(parts) != 1 or parts[0].lower() in self.ctes or self.spark.catalog.tableExists(parts[0]):
+            return None
+        try:
+            return self.catalog.table(f"{DEFAULT_NAMESPACE}.{parts[0]}")
+        except TableNotFoundError:
+            return None
+
+    def require(self, node: exp.Table, statement: str) -> Table:
+        """The target of a statement acidtables runs: it must be an acidtables table."""
+        table = self.resolve(node)
+        if table is None:
+            raise TableNotFoundError(f"{statement}: {node.sql(dialect='spark')} is not an acidtables table")
+        return table
+
+    def pin(self, table: Table, version: exp.Version | None = None) -> Pin:
+        """The one snapshot of `table` for this statement at `version` (a VERSION / TIMESTAMP AS OF clause)."""
+        kind, value = _version_clause(self.spark, version)
+        key = (table.table_id, kind, value)
+        if key not in self._pins:
+            if kind == "VERSION":
+                snapshot = table.snapshot(version=int(value))
+            elif kind == "TIMESTAMP":
+                snapshot = table.snapshot(timestamp=value)
+            else:
+                snapshot = table.snapshot()
+            self._pins[key] = Pin(table, snapshot, f"_acid_pin_{uuid.uuid4().hex[:12]}")
+        return self._pins[key]
+
+    def current_pin(self, table: Table) -> Pin | None:
+        """The unversioned pin of `table`, if the statement read it (a write reading its own target)."""
+        return self._pins.get((table.table_id, "", ""))
+
+    def rewrite(self, tree: exp.Expr) -> exp.Expr:
+        """`tree` with each acidtables table reference replaced by its pinned view (aliased as the
+        reference was, or by the table's own name so `orders.id` still resolves)."""
+
+        def replace(node: exp.Expr) -> exp.Expr:
+            if not isinstance(node, exp.Table) or not node.name:
+                return node
+            table = self.resolve(node)
+            if table is None:
+                return node
+            pin = self.pin(table, node.args.get("version"))
+            alias = node.alias or node.name
+            return exp.Table(this=exp.to_identifier(pin.view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+        return tree.transform(replace, copy=True)
+
+    @contextmanager
+    def views(self) -> Iterator[None]:
+        """The pinned snapshots as temporary views while Spark analyses the rewritten statement."""
+        created: list[str] = []
+        try:
+            for pin in list(self._pins.values()):
+                read_snapshot(self.spark, pin.table, pin.snapshot).createOrReplaceTempView(pin.view)
+                created.append(pin.view)
+            yield
+        finally:
+            for view in created:
+                self.spark.catalog.dropTempView(view)
+
+    def query(self, tree: exp.Expr) -> DataFrame:
+        """A query over acidtables tables (and anything else Spark knows) as one analysed DataFrame."""
+        rewritten = self.rewrite(tree)
+        text = rewritten.sql(dialect="spark")
+        with self.views():
+            return self.spark.sql(text)
+
+
+def _version_clause(spark: SparkSession, version: exp.Version | None) -> tuple[str, str]:
+    if version is None:
+        return "", ""
+    kind = str(version.name).upper()
+    if str(version.args.get("kind", "")).upper() != "AS OF":
+        raise InvalidArgumentError(
+            f"sql(): {version.sql(dialect='spark')}: only VERSION AS OF n and TIMESTAMP AS OF '...' are supported"
+        )
+    value: Any = version.expression
+    if kind == "VERSION":
+        if not (isinstance(value, exp.Literal) and not value.is_string and str(value.this).isdigit()):
+            raise InvalidArgumentError(
+                f"sql(): VERSION AS OF {value.sql(dialect='spark')}: the version must be a whole number 0 or more"
+            )
+        return kind, str(value.this)
+    if kind == "TIMESTAMP":
+        # Spark reads the literal (or an expression such as current_timestamp() - INTERVAL 1 HOUR) as it
+        # would anywhere else, in the session time zone; acidtables takes the instant it names
+        text = value.sql(dialect="spark")
+        try:
+            row = spark.sql(f"SELECT unix_micros(CAST({text} AS TIMESTAMP)) AS t").first()
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise InvalidArgumentError(f"sql(): TIMESTAMP AS OF {text}: {first}") from None
+        if row is None or row[0] is None:
+            raise InvalidArgumentError(f"sql(): TIMESTAMP AS OF {text} is not a timestamp")
+        instant = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(row[0]))
+        return kind, instant.isoformat()
+    raise InvalidArgumentError(f"sql(): {version.sql(dialect='spark')}: use VERSION AS OF or TIMESTAMP AS OF")

@@ -1,0 +1,334 @@
+"""INSERT INTO / OVERWRITE, TRUNCATE, UPDATE, DELETE and MERGE as the SparkTable operations they are.
+
+Each statement becomes exactly one call of the Python API, so the log entry, the history row and the
+conflict rules are the API's. What SQL adds is the mapping: positional INSERT columns onto the table's,
+a statement's aliases onto the API's `t` / `s`, a PARTITION clause onto a partition or a dynamic
+overwrite, and the checks that make a statement acidtables cannot run fail before any job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from sqlglot import exp
+
+from acidtables.core import InvalidArgumentError, Table, TableMetadata
+
+from .. import merge as merge_api
+from ..prepared import Prepared
+from ..schema import spark_type
+from ..table import SparkTable
+from .references import Tables
+
+Result = Any  # CommitInfo, or Prepared with commit=False
+
+
+def _spark(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")
+
+
+def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
+    if node is not None and node.find(exp.Select, exp.Subquery):
+        raise InvalidArgumentError(
+            f"sql(): {where} {_spark(node)!r} holds a subquery, which UPDATE and DELETE do not take; "
+            "write it as MERGE INTO ... USING (subquery) ON ..."
+        )
+
+
+def _unqualified(node: exp.Expr, names: set[str]) -> exp.Expr:
+    """`node` with columns qualified by the target (its alias or name) unqualified: the API evaluates
+    UPDATE and DELETE expressions against the table's own columns."""
+
+    def strip(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Column) and n.table and n.table.lower() in names:
+            return exp.column(n.name, quoted=n.this.quoted if isinstance(n.this, exp.Identifier) else None)
+        return n
+
+    return node.transform(strip, copy=True)
+
+
+def _target_names(node: exp.Table) -> set[str]:
+    return {n.lower() for n in (node.alias, node.name) if n}
+
+
+def partition_spec(partition: exp.Expr | None, meta: TableMetadata, statement: str) -> tuple[dict[str, Any], list[str]]:
+    """A PARTITION clause: its static values {column: value} and its dynamic columns, in order."""
+    if partition is None:
+        return {}, []
+    static: dict[str, Any] = {}
+    dynamic: list[str] = []
+    names = {c.lower(): c for c in meta.partition_by}
+    for item in partition.expressions:
+        column = item.this if isinstance(item, exp.EQ) else item
+        if not isinstance(column, exp.Column) or column.name.lower() not in names:
+            raise InvalidArgumentError(
+                f"sql(): {statement} PARTITION ({_spark(item)}): {meta.name} is partitioned by "
+                f"{', '.join(meta.partition_by) or 'nothing'}"
+            )
+        name = names[column.name.lower()]
+        if isinstance(item, exp.EQ):
+            static[name] = _literal(item.expression, f"{statement} PARTITION ({_spark(item)})")
+        else:
+            dynamic.append(name)
+    return static, dynamic
+
+
+def _literal(node: exp.Expr, where: str) -> Any:
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        return -_literal(node.this, where)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return str(node.this)
+        text = str(node.this)
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    raise InvalidArgumentError(f"sql(): {where}: a partition value must be a literal, found {_spark(node)!r}")
+
+
+def partition_predicate(static: Mapping[str, Any]) -> str | None:
+    """`dt = '2026-11-01' AND region IS NULL` for a static partition spec (sqlglot prints the literals)."""
+    if not static:
+        return None
+    parts = [
+        exp.column(k).is_(exp.null()) if v is None else exp.column(k).eq(exp.convert(v)) for k, v in static.items()
+    ]
+    return _spark(exp.and_(*parts))
+
+
+# --- INSERT -------------------------------------------------------------------------------------------
+
+
+def _numeric(t: T.DataType) -> bool:
+    return isinstance(t, T.NumericType)
+
+
+def _assignable(source: T.DataType, target: T.DataType) -> bool:
+    """Spark's ANSI store assignment, the part that can be told from types alone: a value may be written
+    when the types are equal, it is NULL, both are numbers (an overflow fails at run time, naming the
+    value), or a date goes into a timestamp."""
+    if source == target or isinstance(source, T.NullType):
+        return True
+    if _numeric(source) and _numeric(target):
+        return True
+    if isinstance(source, T.DateType) and isinstance(target, T.TimestampType | T.TimestampNTZType):
+        return True
+    return bool(isinstance(source, T.StringType) and isinstance(target, T.StringType | T.VarcharType | T.CharType))
+
+
+def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, statement: str) -> DataFrame:
+    """The rows of an INSERT, conformed to the target table: positional columns (the table's order less
+    the static partition columns), an explicit column list, or BY NAME; static partition values added."""
+    target_node = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    meta = spark_table.table.metadata
+    static, _ = partition_spec(target_node.args.get("partition"), meta, statement)
+    if tree.args.get("where") is not None:
+        raise InvalidArgumentError(f"sql(): {statement} ... REPLACE WHERE is not supported; use INSERT OVERWRITE")
+    source = tables.query(tree.expression)
+    written = [c for c in meta.columns if c.name not in static]
+    by_name = {c.name.lower(): c for c in written}
+    if isinstance(tree.this, exp.Schema):
+        listed = [i.name for i in tree.this.expressions]
+        unknown = [n for n in listed if n.lower() not in by_name]
+        if unknown:
+            raise InvalidArgumentError(
+                f"sql(): {statement} ({', '.join(listed)}): {', '.join(unknown)} is not a column of {meta.name} "
+                f"(columns: {', '.join(c.name for c in written)})"
+            )
+        targets = [by_name[n.lower()] for n in listed]
+    elif tree.args.get("by_name"):
+        unknown = [n for n in source.columns if n.lower() not in by_name]
+        if unknown:
+            raise InvalidArgumentError(
+                f"sql(): {statement} BY NAME: the query's column(s) {', '.join(unknown)} are not columns of "
+                f"{meta.name} (columns: {', '.join(c.name for c in written)})"
+            )
+        targets = [by_name[n.lower()] for n in source.columns]
+    else:
+        targets = written
+    fields = source.schema.fields
+    if len(fields) != len(targets):
+        raise InvalidArgumentError(
+            f"sql(): {statement}: the query gives {len(fields)} column(s), {meta.name} takes {len(targets)} here "
+            f"({', '.join(c.name for c in targets)})"
+        )
+    given = {c.name for c in targets}
+    missing = [c.name for c in written if c.name not in given and not c.nullable]
+    if missing:
+        raise InvalidArgumentError(f"sql(): {statement}: NOT NULL column(s) {', '.join(missing)} get no value")
+    columns = []
+    for field, column in zip(fields, targets, strict=True):
+        wanted = spark_type(column.type)
+        if not _assignable(field.dataType, wanted):
+            raise InvalidArgumentError(
+                f"sql(): {statement}: column {column.name} is {column.type.upper()}, the query gives "
+                f"{field.dataType.simpleString().upper()} ({field.name!r}); cast it explicitly"
+            )
+        columns.append(F.col(f"`{field.name}`").cast(wanted).alias(column.name))
+    for column in written:
+        if column.name not in given:
+            columns.append(F.lit(None).cast(spark_type(column.type)).alias(column.name))
+    for name, value in static.items():
+        column_type = meta.column_types[name]
+        columns.append(F.lit(value).cast(spark_type(column_type)).alias(name))
+    return source.select(*columns)
+
+
+def insert(spark_table: SparkTable, tables: Tables, tree: exp.Insert, *, commit: bool) -> Result:
+    overwrite = bool(tree.args.get("overwrite"))
+    statement = "INSERT OVERWRITE" if overwrite else "INSERT INTO"
+    target_node = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    meta = spark_table.table.metadata
+    static, dynamic = partition_spec(target_node.args.get("partition"), meta, statement)
+    rows = insert_rows(spark_table, tables, tree, statement)
+    if not overwrite:
+        return spark_table.insert_into(rows, commit=commit)
+    if dynamic and static:
+        raise InvalidArgumentError(
+            f"sql(): {statement} PARTITION ({_spark(target_node.args['partition'])}): give every partition column "
+            "a value (static) or none (dynamic), not some of each"
+        )
+    dynamic_mode = bool(dynamic) or (
+        not static
+        and bool(meta.partition_by)
+        and str(spark_table.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower() == "dynamic"
+    )
+    if static and set(static) != set(meta.partition_by):
+        raise InvalidArgumentError(
+            f"sql(): {statement} PARTITION ({', '.join(static)}): name every partition column "
+            f"({', '.join(meta.partition_by)})"
+        )
+    return spark_table.insert_overwrite(rows, partition=static or None, dynamic=dynamic_mode, commit=commit)
+
+
+# --- TRUNCATE, UPDATE, DELETE -------------------------------------------------------------------------
+
+
+def truncate(spark_table: SparkTable, tree: exp.TruncateTable, *, commit: bool) -> Result:
+    static, dynamic = partition_spec(tree.args.get("partition"), spark_table.table.metadata, "TRUNCATE TABLE")
+    if dynamic:
+        raise InvalidArgumentError(f"sql(): TRUNCATE TABLE PARTITION: give {', '.join(dynamic)} a value")
+    return spark_table.truncate(partition=static or None, commit=commit)
+
+
+def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result:
+    names = _target_names(tree.this)
+    where = tree.args.get("where")
+    refuse_subqueries(where, "UPDATE ... WHERE")
+    if tree.args.get("from_") is not None:
+        raise InvalidArgumentError("sql(): UPDATE ... FROM is not supported; write it as MERGE INTO ... USING ...")
+    assignments: dict[str, str] = {}
+    for item in tree.expressions:
+        if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
+            raise InvalidArgumentError(f"sql(): UPDATE ... SET {_spark(item)}: expected column = expression")
+        refuse_subqueries(item.expression, "UPDATE ... SET")
+        assignments[item.this.name] = _spark(_unqualified(item.expression, names))
+    condition = _spark(_unqualified(where.this, names)) if where is not None else None
+    return spark_table.update(condition, assignments, commit=commit)
+
+
+def delete(spark_table: SparkTable, tree: exp.Delete, *, commit: bool) -> Result:
+    names = _target_names(tree.this)
+    where = tree.args.get("where")
+    refuse_subqueries(where, "DELETE ... WHERE")
+    for part in ("using", "limit", "order"):
+        if tree.args.get(part):
+            raise InvalidArgumentError(f"sql(): DELETE ... {part.upper()} is not supported")
+    condition = _spark(_unqualified(where.this, names)) if where is not None else None
+    return spark_table.delete(condition, commit=commit)
+
+
+# --- MERGE --------------------------------------------------------------------------------------------
+
+
+def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: bool) -> Prepared | Any:
+    target_node: exp.Table = tree.this
+    using = tree.args["using"]
+    source_alias = using.alias or (using.name if isinstance(using, exp.Table) else "")
+    if not source_alias:
+        raise InvalidArgumentError("sql(): MERGE INTO ... USING (subquery): give the subquery an alias")
+    # the statement's aliases become the API's: the target `t`, the source `s`
+    renames = {n: merge_api.TARGET for n in _target_names(target_node)}
+    renames[source_alias.lower()] = merge_api.SOURCE
+
+    def aliased(node: exp.Expr | None) -> str | None:
+        if node is None:
+            return None
+        if node.find(exp.Select, exp.Subquery):
+            raise InvalidArgumentError(f"sql(): MERGE clause {_spark(node)!r} holds a subquery, which is not supported")
+
+        def rename(n: exp.Expr) -> exp.Expr:
+            if isinstance(n, exp.Column) and n.table and n.table.lower() in renames:
+                return exp.column(n.name, table=renames[n.table.lower()])
+            return n
+
+        return _spark(node.transform(rename, copy=True))
+
+    if isinstance(using, exp.Table):
+        source_query: exp.Expr = exp.select("*").from_(
+            using.copy().as_(source_alias) if not using.alias else using.copy()
+        )
+    elif isinstance(using, exp.Subquery):
+        source_query = using.this
+    else:
+        raise InvalidArgumentError(f"sql(): MERGE ... USING {_spark(using)}: expected a table or a subquery")
+    source = tables.query(source_query)
+    condition = aliased(tree.args["on"])
+    assert condition is not None
+    builder = spark_table.merge(source, condition)
+    for when in tree.args["whens"].expressions:
+        builder = _add_clause(builder, when, aliased)
+    return builder.execute(commit=commit)
+
+
+def _add_clause(builder: merge_api.MergeBuilder, when: exp.When, aliased: Any) -> merge_api.MergeBuilder:
+    text = _spark(when)
+    if when.args.get("source"):
+        raise InvalidArgumentError(
+            f"sql(): {text}: WHEN NOT MATCHED BY SOURCE is not supported (the API has no such clause); "
+            "supported: WHEN MATCHED ... THEN UPDATE SET / UPDATE SET * / DELETE, WHEN NOT MATCHED ... THEN "
+            "INSERT * / INSERT (...) VALUES (...)"
+        )
+    condition = aliased(when.args.get("condition"))
+    then = when.args["then"]
+    if when.args.get("matched"):
+        if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+            return builder.when_matched_delete(condition)
+        if isinstance(then, exp.Update):
+            if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
+                return builder.when_matched_update_all(condition)
+            values: dict[str, str] = {}
+            for item in then.expressions:
+                if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
+                    raise InvalidArgumentError(f"sql(): {text}: expected SET column = expression")
+                values[item.this.name] = aliased(item.expression)
+            return builder.when_matched_update(values, condition)
+    elif isinstance(then, exp.Insert):
+        if isinstance(then.this, exp.Star):
+            return builder.when_not_matched_insert_all(condition)
+        columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
+        values_node = then.expression
+        expressions = values_node.expressions if isinstance(values_node, exp.Tuple) else []
+        if not columns or len(columns) != len(expressions):
+            raise InvalidArgumentError(f"sql(): {text}: INSERT (columns) VALUES (values) must name as many of each")
+        return builder.when_not_matched_insert(
+            {c.name: aliased(v) for c, v in zip(columns, expressions, strict=True)}, condition
+        )
+    raise InvalidArgumentError(
+        f"sql(): {text} is not supported; supported: WHEN MATCHED [AND ...] THEN UPDATE SET ... / UPDATE SET * / "
+        "DELETE, WHEN NOT MATCHED [AND ...] THEN INSERT * / INSERT (...) VALUES (...)"
+    )
+
+
+def target_table(tables: Tables, node: exp.Expr, statement: str) -> Table:
+    if isinstance(node, exp.Schema):
+        node = node.this
+    if not isinstance(node, exp.Table):
+        raise InvalidArgumentError(f"sql(): {statement}: expected a table name, found {_spark(node)!r}")
+    return tables.require(node, statement)

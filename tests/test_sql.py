@@ -1,0 +1,347 @@
+"""acidtables.spark.sql: each statement against the Python API on a twin table (same rows, same history
+entry, same operation), time travel and pinning, passthrough, and errors that name the part at fault."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from acidtables import Catalog, Table
+from acidtables.core import CommitInfo, InvalidArgumentError, TableNotFoundError
+from acidtables.core.operations import IsolationLevel
+from acidtables.spark import Prepared, SparkTable, sql
+
+SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
+ROWS = [(1, "d1", 10.0), (2, "d1", -3.0), (3, "d2", 7.5), (4, "d2", 0.0)]
+_n = itertools.count()
+
+pytestmark = pytest.mark.usefixtures("spark")
+
+
+def rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def table_rows(spark: SparkSession, table: Table, version: int | None = None) -> list[tuple[Any, ...]]:
+    return rows(SparkTable(spark, table).read(version=version))
+
+
+def last_entry(table: Table) -> tuple[str, int, int, bool, bool]:
+    """What a history entry says about a commit, less its ids and times."""
+    [h] = table.history(1)
+    return (h.operation.display, h.rows_added, h.rows_removed, h.is_blind_append, h.time_version is not None)
+
+
+def twins(spark: SparkSession, catalog: Catalog, *, primary_key: bool = False, **options: Any) -> tuple[Table, Table]:
+    """Two tables with the same definition and rows: one driven by SQL, one by the API."""
+    made = []
+    for role in ("s", "a"):
+        name = f"lake.{role}{next(_n)}"
+        kw: dict[str, Any] = {"partition_by": ["dt"], **options}
+        if primary_key:
+            kw["primary_key"] = ["id"]
+        table = catalog.create_table(name, SCHEMA, **kw)
+        SparkTable(spark, table).insert_into(spark.createDataFrame(ROWS, SCHEMA))
+        made.append(catalog.table(name))
+    return made[0], made[1]
+
+
+def same(spark: SparkSession, by_sql: Table, by_api: Table) -> None:
+    assert table_rows(spark, by_sql) == table_rows(spark, by_api)
+    assert last_entry(by_sql) == last_entry(by_api)
+
+
+# --- writes against the API -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("primary_key", [False, True], ids=["delta", "maxcompute"])
+def test_insert_into_values_and_select_match_the_api(spark: SparkSession, catalog: Catalog, primary_key: bool) -> None:
+    s, a = twins(spark, catalog, primary_key=primary_key)
+    info = sql(spark, f"INSERT INTO {s.name} VALUES (5, 'd3', 1.5), (6, 'd3', 2)", catalog=catalog)
+    SparkTable(spark, a).insert_into(spark.createDataFrame([(5, "d3", 1.5), (6, "d3", 2.0)], SCHEMA))
+    assert isinstance(info, CommitInfo) and info.is_blind_append
+    same(spark, s, a)
+    # a column list, a static partition, and a query reading another table
+    sql(
+        spark,
+        f"INSERT INTO {s.name} PARTITION (dt = 'd4') (amount, id) "
+        f"SELECT amount * 2, id + 10 FROM {a.name} WHERE dt = 'd1'",
+        catalog=catalog,
+    )
+    SparkTable(spark, a).insert_into(
+        # each reads the other, so each is a blind append
+        SparkTable(spark, s).read(where="dt = 'd1'").selectExpr("id + 10 AS id", "'d4' AS dt", "amount * 2 AS amount")
+    )
+    same(spark, s, a)
+
+
+def test_insert_reading_its_own_target_is_not_a_blind_append(spark: SparkSession, catalog: Catalog) -> None:
+    s, a = twins(spark, catalog)
+    info = sql(
+        spark, f"INSERT INTO {s.name} SELECT id + 100, dt, amount FROM {s.name} WHERE dt = 'd2'", catalog=catalog
+    )
+    SparkTable(spark, a).insert_into(
+        SparkTable(spark, a).read(where="dt = 'd2'").selectExpr("id + 100 AS id", "dt", "amount")
+    )
+    assert not info.is_blind_append
+    same(spark, s, a)
+
+
+@pytest.mark.parametrize(
+    ("statement", "call"),
+    [
+        ("INSERT OVERWRITE TABLE {t} VALUES (9, 'd9', 9.0)", lambda t, df: t.insert_overwrite(df)),
+        (
+            "INSERT OVERWRITE {t} PARTITION (dt = 'd1') SELECT 9, 9.0",
+            lambda t, df: t.insert_overwrite(df.selectExpr("id", "'d1' AS dt", "amount"), partition={"dt": "d1"}),
+        ),
+        (
+            "INSERT OVERWRITE {t} PARTITION (dt) SELECT 9, 'd1', 9.0",
+            lambda t, df: t.insert_overwrite(df.selectExpr("id", "'d1' AS dt", "amount"), dynamic=True),
+        ),
+    ],
+    ids=["whole-table", "static-partition", "dynamic-partitions"],
+)
+def test_insert_overwrite_matches_the_api(spark: SparkSession, catalog: Catalog, statement: str, call: Any) -> None:
+    s, a = twins(spark, catalog)
+    sql(spark, statement.format(t=s.name), catalog=catalog)
+    call(SparkTable(spark, a), spark.createDataFrame([(9, "d9", 9.0)], SCHEMA))
+    same(spark, s, a)
+
+
+@pytest.mark.parametrize(
+    ("statement", "call"),
+    [
+        ("TRUNCATE TABLE {t}", lambda t: t.truncate()),
+        ("TRUNCATE TABLE {t} PARTITION (dt = 'd2')", lambda t: t.truncate(partition={"dt": "d2"})),
+        ("UPDATE {t} SET amount = 0 WHERE amount < 0", lambda t: t.update("amount < 0", {"amount": "0"})),
+        (
+            "UPDATE {t} AS o SET o.amount = o.amount * 2 WHERE o.dt = 'd2'",
+            lambda t: t.update("dt = 'd2'", {"amount": "amount * 2"}),
+        ),
+        ("UPDATE {t} SET amount = 1", lambda t: t.update(None, {"amount": "1"})),
+        ("DELETE FROM {t} WHERE id IN (1, 3)", lambda t: t.delete("id IN (1, 3)")),
+        ("DELETE FROM {t}", lambda t: t.delete()),
+        ("DELETE FROM {t} WHERE id = 100", lambda t: t.delete("id = 100")),
+    ],
+    ids=[
+        "truncate",
+        "truncate-partition",
+        "update",
+        "update-alias",
+        "update-all",
+        "delete",
+        "delete-all",
+        "delete-none",
+    ],
+)
+@pytest.mark.parametrize("primary_key", [False, True], ids=["delta", "maxcompute"])
+def test_truncate_update_delete_match_the_api(
+    spark: SparkSession, catalog: Catalog, statement: str, call: Any, primary_key: bool
+) -> None:
+    s, a = twins(spark, catalog, primary_key=primary_key)
+    info = sql(spark, statement.format(t=s.name), catalog=catalog)
+    assert isinstance(info, CommitInfo)
+    call(SparkTable(spark, a))
+    same(spark, s, a)
+
+
+MERGES = [
+    (
+        "WHEN MATCHED AND u.gone THEN DELETE WHEN MATCHED THEN UPDATE SET o.amount = u.amount "
+        "WHEN NOT MATCHED THEN INSERT (id, dt, amount) VALUES (u.id, u.dt, u.amount + 1)",
+        lambda b: (
+            b.when_matched_delete("s.gone")
+            .when_matched_update({"amount": "s.amount"})
+            .when_not_matched_insert({"id": "s.id", "dt": "s.dt", "amount": "s.amount + 1"})
+        ),
+    ),
+    (
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED AND u.amount > 0 THEN INSERT *",
+        lambda b: b.when_matched_update_all().when_not_matched_insert_all("s.amount > 0"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("clauses", "build"), MERGES, ids=["explicit", "star"])
+@pytest.mark.parametrize("primary_key", [False, True], ids=["delta", "maxcompute"])
+def test_merge_matches_the_api(
+    spark: SparkSession, catalog: Catalog, clauses: str, build: Any, primary_key: bool
+) -> None:
+    s, a = twins(spark, catalog, primary_key=primary_key)
+    updates = spark.createDataFrame(
+        [(1, "d1", 100.0, False), (2, "d1", 0.0, True), (7, "d2", 5.0, False), (8, "d2", -5.0, False)],
+        "id BIGINT, dt STRING, amount DOUBLE, gone BOOLEAN",
+    )
+    updates.createOrReplaceTempView("sql_updates")
+    source = "sql_updates" if "INSERT *" not in clauses else "(SELECT id, dt, amount FROM sql_updates)"
+    sql(
+        spark, f"MERGE INTO {s.name} AS o USING {source} AS u ON o.id = u.id AND o.dt = u.dt {clauses}", catalog=catalog
+    )
+    frame = updates if "INSERT *" not in clauses else updates.select("id", "dt", "amount")
+    build(SparkTable(spark, a).merge(frame, "t.id = s.id AND t.dt = s.dt")).execute()
+    same(spark, s, a)
+
+
+@pytest.mark.parametrize(
+    ("statement", "kind"),
+    [("ALTER TABLE {t} COMPACT MINOR", "minor"), ("ALTER TABLE {t} PARTITION (dt = 'd1') COMPACT major", "major")],
+)
+def test_compact_matches_the_api(spark: SparkSession, catalog: Catalog, statement: str, kind: str) -> None:
+    s, a = twins(spark, catalog, primary_key=True)
+    for t in (s, a):
+        for i in range(3):
+            SparkTable(spark, t).insert_into(spark.createDataFrame([(10 + i, "d1", float(i))], SCHEMA))
+    infos = sql(spark, statement.format(t=s.name), catalog=catalog)
+    where = "dt = 'd1'" if "PARTITION" in statement else None
+    expected = SparkTable(spark, a).compact(kind, where=where)
+    assert [i.operation for i in infos] == [i.operation for i in expected] and infos
+    same(spark, s, a)
+
+
+def test_optimize_and_zorder_match_the_api(spark: SparkSession, catalog: Catalog) -> None:
+    s, a = twins(spark, catalog)
+    for t in (s, a):
+        for i in range(3):
+            SparkTable(spark, t).insert_into(spark.createDataFrame([(10 + i, "d1", float(i))], SCHEMA))
+    infos = sql(spark, f"OPTIMIZE {s.name} WHERE dt = 'd1'", catalog=catalog)
+    assert [i.operation for i in infos] == [
+        i.operation for i in SparkTable(spark, a).compact("minor", where="dt = 'd1'")
+    ]
+    same(spark, s, a)
+    info = sql(spark, f"OPTIMIZE {s.name} ZORDER BY (amount)", catalog=catalog)
+    SparkTable(spark, a).cluster(["amount"])
+    assert isinstance(info, CommitInfo)
+    same(spark, s, a)
+
+
+# --- queries ----------------------------------------------------------------------------------------------
+
+
+def test_select_with_time_travel_joins_and_ctes(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    v1 = s.snapshot().version
+    sql(spark, f"DELETE FROM {s.name} WHERE dt = 'd1'", catalog=catalog)
+    now = rows(sql(spark, f"SELECT * FROM {s.name}", catalog=catalog))
+    assert now == [r for r in sorted(ROWS) if r[1] == "d2"]
+    then = sql(spark, f"SELECT * FROM {s.name} VERSION AS OF {v1}", catalog=catalog)
+    assert rows(then) == sorted(ROWS)
+    [entry] = [h for h in s.history() if h.version == v1]
+    by_time = sql(
+        spark,
+        f"SELECT * FROM {s.name} TIMESTAMP AS OF '{entry.time_version and entry.time_version.isoformat()}'",
+        catalog=catalog,
+    )
+    assert rows(by_time) == sorted(ROWS)
+    joined = sql(
+        spark,
+        f"WITH old AS (SELECT * FROM {s.name} VERSION AS OF {v1}) "
+        f"SELECT old.id FROM old LEFT JOIN {s.name} cur ON old.id = cur.id WHERE cur.id IS NULL",
+        catalog=catalog,
+    )
+    assert rows(joined) == [(1,), (2,)]
+    # a self join without a version clause reads one snapshot for both sides
+    [(count,)] = rows(sql(spark, f"SELECT count(*) FROM {s.name} a JOIN {s.name} b ON a.id = b.id", catalog=catalog))
+    assert count == 2
+
+
+def test_describe_and_show(spark: SparkSession, catalog: Catalog) -> None:
+    s, a = twins(spark, catalog, primary_key=True)
+    history = sql(spark, f"DESCRIBE HISTORY {s.name}", catalog=catalog)
+    assert [r.operation for r in history.collect()] == [h.operation.display for h in s.history()]
+    [detail] = sql(spark, f"DESCRIBE DETAIL {s.name}", catalog=catalog).collect()
+    assert (detail.name, detail.primaryKey, detail.partitionColumns, detail.numRows) == (s.name, ["id"], ["dt"], 4)
+    described = rows(sql(spark, f"DESCRIBE {s.name}", catalog=catalog))
+    assert ("id", "bigint not null", None) in described and ("# Primary Key", "id", "") in described
+    shown = rows(sql(spark, "SHOW TABLES IN lake", catalog=catalog))
+    assert ("lake", s.name.split(".")[1], False) in shown and ("lake", a.name.split(".")[1], False) in shown
+    assert rows(sql(spark, f"SHOW TABLES IN lake LIKE '{s.name.split('.')[1]}'", catalog=catalog)) == [
+        ("lake", s.name.split(".")[1], False)
+    ]
+
+
+def test_create_alter_drop(spark: SparkSession, catalog: Catalog) -> None:
+    name = f"lake.c{next(_n)}"
+    table = sql(
+        spark,
+        f"CREATE TABLE {name} (id BIGINT, dt STRING, amount DECIMAL(10,2), PRIMARY KEY (id)) USING acidtables "
+        "PARTITIONED BY (dt) TBLPROPERTIES ('conflictPolicy' = 'maxcompute', 'team' = 'sales')",
+        catalog=catalog,
+    )
+    meta = table.metadata
+    assert (meta.primary_key, meta.partition_by, meta.conflict_policy.value) == (("id",), ("dt",), "maxcompute")
+    assert meta.properties["team"] == "sales" and not next(c for c in meta.columns if c.name == "id").nullable
+    assert sql(spark, f"CREATE TABLE IF NOT EXISTS {name} (id BIGINT) USING acidtables", catalog=catalog) is None
+    info = sql(spark, f"ALTER TABLE {name} ADD COLUMNS (note STRING)", catalog=catalog)
+    assert isinstance(info, CommitInfo) and catalog.table(name).metadata.column_names[-1] == "note"
+    delta = f"lake.c{next(_n)}"
+    sql(
+        spark,
+        f"CREATE TABLE {delta} (id BIGINT) USING acidtables TBLPROPERTIES ('delta.isolationLevel' = 'Serializable')",
+        catalog=catalog,
+    )
+    assert catalog.table(delta).metadata.isolation_level == IsolationLevel.SERIALIZABLE
+    sql(spark, f"ALTER TABLE {delta} SET TBLPROPERTIES ('isolationLevel' = 'WriteSerializable')", catalog=catalog)
+    assert catalog.table(delta).metadata.isolation_level == IsolationLevel.WRITE_SERIALIZABLE
+    sql(spark, f"DROP TABLE {delta}", catalog=catalog)
+    with pytest.raises(TableNotFoundError):
+        catalog.table(delta)
+    # no acidtables table of that name: Spark's own DROP TABLE IF EXISTS, which finds nothing either
+    sql(spark, f"DROP TABLE IF EXISTS {delta}", catalog=catalog)
+
+
+# --- two phases, passthrough, errors --------------------------------------------------------------------------
+
+
+def test_commit_false_gives_the_prepared_job(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    head = s.snapshot().version
+    prepared = sql(spark, f"DELETE FROM {s.name} WHERE id = 1", catalog=catalog, commit=False)
+    assert isinstance(prepared, Prepared) and s.snapshot().version == head
+    assert prepared.commit().version == head + 1
+
+
+def test_statements_on_spark_tables_pass_through(spark: SparkSession, catalog: Catalog) -> None:
+    spark.createDataFrame([(1,)], "x INT").createOrReplaceTempView("sql_plain")
+    assert rows(sql(spark, "SELECT x + 1 FROM sql_plain", catalog=catalog)) == [(2,)]
+    s, _ = twins(spark, catalog)
+    # a Spark query that reads an acidtables table reads its pinned snapshot
+    assert rows(sql(spark, f"SELECT count(*) FROM sql_plain CROSS JOIN {s.name}", catalog=catalog)) == [(4,)]
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        (
+            "MERGE INTO {t} o USING sql_plain u ON o.id = u.x WHEN NOT MATCHED BY SOURCE THEN DELETE",
+            "WHEN NOT MATCHED BY SOURCE is not supported",
+        ),
+        ("UPDATE {t} SET amount = 1 WHERE id IN (SELECT x FROM sql_plain)", "holds a subquery"),
+        ("UPDATE {t} SET nope = 1", "nope"),
+        ("DELETE FROM {t} WHERE nope = 1", "nope"),
+        ("INSERT INTO {t} VALUES (1, 'd1')", "the query gives 2 column(s)"),
+        ("INSERT INTO {t} VALUES (1, 'd1', 'x')", "column amount is DOUBLE, the query gives STRING"),
+        ("INSERT INTO {t} (id, nope) VALUES (1, 2)", "nope is not a column"),
+        ("INSERT INTO {t} PARTITION (amount = 1) VALUES (1, 'd1')", "is partitioned by dt"),
+        ("ALTER TABLE {t} COMPACT FULL", "use COMPACT MINOR or COMPACT MAJOR"),
+        ("ALTER TABLE {t} DROP COLUMN amount", "is not supported"),
+        ("SELECT * FROM {t} VERSION AS OF 'x'", "the version must be a whole number"),
+        ("SELECT * FROM {t} VERSION AS OF 999", "999"),
+        ("SELEKT 1", "cannot parse"),
+        ("SELECT 1; SELECT 2", "exactly one statement"),
+        ("CREATE TABLE lake.x USING acidtables AS SELECT 1 AS id", "AS SELECT is not supported"),
+    ],
+)
+def test_a_statement_acidtables_cannot_run_names_the_part_at_fault(
+    spark: SparkSession, catalog: Catalog, statement: str, message: str
+) -> None:
+    spark.createDataFrame([(1,)], "x INT").createOrReplaceTempView("sql_plain")
+    s, _ = twins(spark, catalog)
+    head = s.snapshot().version
+    with pytest.raises(Exception, match=__import__("re").escape(message)) as caught:
+        sql(spark, statement.format(t=s.name), catalog=catalog)
+    assert isinstance(caught.value, InvalidArgumentError | TableNotFoundError) or "999" in message
+    assert s.snapshot().version == head, "nothing committed"

@@ -14,6 +14,8 @@ before anything is timed, so Spark's generation is never part of a figure:
 - small_files: 500 small inserts (500 commits: of 4,000 rows, which is the same data set, and of 200),
   then full reads before and after `compact("major")`, on a plain and on a primary-key table, and
   Spark alone on the same files. Goal: the read after >= 5 x faster.
+- sql: acidtables.spark.sql's parse per statement, and an UPDATE and a read through sql() against the same
+  through SparkTable (bench/sql.py). No goal.
 - retry: two overlapping blind appends of a realistic job; the loser's commit rebases at metadata
   level (retries == 1) instead of re-running the job. Goal: that commit < 5 % of the job's write time.
 """
@@ -44,8 +46,9 @@ from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file
 
 from .core import Env, bench_env, log
 from .report import Figure, Goal, Report, machine_info, now_iso
+from .sql import bench_sql
 
-BENCHMARKS = ("insert", "update", "small_files", "retry")
+BENCHMARKS = ("insert", "update", "small_files", "retry", "sql")
 INSERT_GOAL = Goal("library <= 1.15 x plain parquet", 1.15, at_least=False)
 COMPACT_GOAL = Goal("after major >= 5 x faster", 5.0, at_least=True)
 RETRY_GOAL = Goal("< 5 % of the job's write time", 0.05, at_least=False)
@@ -698,6 +701,8 @@ def run(*, quick: bool = False, only: Sequence[str] = BENCHMARKS, results_dir: P
                 bench_small_files(bench)
             if "retry" in only:
                 bench_retry(bench)
+            if "sql" in only:
+                bench_sql(bench, frame)
         finally:
             catalog.close()
     path = report.finish(results_dir)

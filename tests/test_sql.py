@@ -345,3 +345,45 @@ def test_a_statement_acidtables_cannot_run_names_the_part_at_fault(
         sql(spark, statement.format(t=s.name), catalog=catalog)
     assert isinstance(caught.value, InvalidArgumentError | TableNotFoundError) or "999" in message
     assert s.snapshot().version == head, "nothing committed"
+
+
+def test_the_demos_sql_part_agrees_with_the_api_at_every_step(spark: SparkSession, catalog: Catalog) -> None:
+    from acidtables.cli.demo.sql import STEPS, sql_tour
+
+    tour = sql_tour(spark, catalog)
+    assert [s.same_as_api for s in tour.steps] == [True] * len(STEPS)
+    assert [s.operation for s in tour.steps] == [
+        "INSERT INTO",
+        "UPDATE",
+        "MERGE",
+        "DELETE",
+        "INSERT OVERWRITE",
+        "MINOR COMPACT",
+    ]
+    assert (tour.rows_at_version_1, tour.rows_now) == (2, 3)
+    assert "SAME AS API" in tour.to_text() and tour.to_json()["steps"][0]["version"] == 1
+
+
+def test_the_readmes_sql_example_runs_as_written(spark: SparkSession, catalog: Catalog) -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## SQL\n") :]
+    code = section[
+        section.index("```python\n") + len("```python\n") : section.index("```\n", section.index("```python"))
+    ]
+    spark.createDataFrame(
+        [(1, "2026-11-01", 12.0, False), (2, "2026-11-01", 0.0, True), (3, "2026-11-02", 5.0, False)],
+        "id BIGINT, dt STRING, amount DOUBLE, deleted BOOLEAN",
+    ).createOrReplaceTempView("updates")
+    exec(compile(code, "README.md#sql", "exec"), {"spark": spark, "catalog": catalog})
+    assert rows(SparkTable(spark, catalog.table("sales.orders")).read()) == [
+        (1, "2026-11-01", 12.0),
+        (3, "2026-11-02", 5.0),
+    ]
+    assert [h.operation.display for h in catalog.table("sales.orders").history()][:4] == [
+        "DELETE",
+        "MAJOR COMPACT",
+        "MERGE",
+        "INSERT INTO",
+    ]

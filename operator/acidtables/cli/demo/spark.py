@@ -3,7 +3,8 @@
 For each conflict policy it creates a table, runs the Spark pairs of overlapping jobs (E prepares, L
 prepares, E commits, L commits; each job is a real Spark write of staged Parquet files), and reports who
 won. Then it compacts the small files the way the operator's automatic compaction would, travels back in
-time by version and by timestamp, and reads the changes incrementally. Everything runs in a temporary
+time by version and by timestamp, reads the changes incrementally, and runs SQL statements beside the
+API calls they map onto. Everything runs in a temporary
 directory that is removed at the end, and Spark and etcd are stopped.
 """
 
@@ -18,6 +19,7 @@ from acidtables.core import Catalog, Operation
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
 from .scenarios import INITIAL_LOAD, POLICIES, SCHEMA, SPARK_SCENARIOS, TIME_TRAVEL_POLICY, Job, PolicySpec, Scenario
+from .sql import sql_tour
 from .views import Compaction, DemoResult, ScenarioResult, commit_in_order, time_travel
 
 INTERLEAVING = "Each pair overlaps: E and L both run their Spark job (staged, not visible), E commits, then L."
@@ -93,9 +95,10 @@ def run_spark_demo(
             since = travel_table.table.version
             compaction = _trickle_and_compact(spark, travel_table, ids)
             travel = time_travel(travel_table.table, since)
+            tour = sql_tour(spark, catalog)
     finally:
         stop_session(spark)
-    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, time.monotonic() - started)
+    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, time.monotonic() - started, tour)
 
 
 def _trickle_and_compact(spark: Any, target: SparkTable, ids: Iterator[int]) -> Compaction:

@@ -205,6 +205,8 @@ class DemoResult:
     time_travel: TimeTravel
     compaction: Compaction | None = None
     seconds: float | None = None
+    #: the Spark demo's SQL part (an acidtables.cli.demo.sql.SqlTour); anything with to_json / to_text
+    sql: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -213,6 +215,8 @@ class DemoResult:
         }
         if self.compaction is not None:
             out["compaction"] = self.compaction.to_json()
+        if self.sql is not None:
+            out["sql"] = self.sql.to_json()
         if self.seconds is not None:
             out["seconds"] = round(self.seconds, 1)
         return out
@@ -222,6 +226,8 @@ class DemoResult:
         if self.compaction is not None:
             lines += [self.compaction.to_text(), ""]
         lines.append(self.time_travel.to_text())
+        if self.sql is not None:
+            lines += ["", self.sql.to_text()]
         if self.seconds is not None:
             lines += ["", f"Done in {self.seconds:.0f} s."]
         return "\n".join(lines)

@@ -325,6 +325,13 @@ def test_statements_on_spark_tables_pass_through(spark: SparkSession, catalog: C
         ("INSERT INTO {t} VALUES (1, 'd1')", "the query gives 2 column(s)"),
         ("INSERT INTO {t} VALUES (1, 'd1', 'x')", "column amount is DOUBLE, the query gives STRING"),
         ("INSERT INTO {t} (id, nope) VALUES (1, 2)", "nope is not a column"),
+        ("UPDATE {t} SET amount = 'x'", "column amount is DOUBLE, the expression gives STRING"),
+        (
+            "MERGE INTO {t} o USING sql_plain u ON o.id = u.x WHEN NOT MATCHED THEN INSERT (id, dt, amount) "
+            "VALUES (u.x, 'd1', true)",
+            "column amount is DOUBLE, the expression gives BOOLEAN",
+        ),
+        ("MERGE INTO {t} o USING sql_plain u ON o.id = u.x WHEN MATCHED THEN UPDATE SET nope = 1", "nope"),
         ("INSERT INTO {t} PARTITION (amount = 1) VALUES (1, 'd1')", "is partitioned by dt"),
         ("ALTER TABLE {t} COMPACT FULL", "use COMPACT MINOR or COMPACT MAJOR"),
         ("ALTER TABLE {t} DROP COLUMN amount", "is not supported"),

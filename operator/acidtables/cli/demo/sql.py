@@ -44,7 +44,7 @@ STEPS: tuple[tuple[str, Call, str], ...] = (
             .when_not_matched_insert_all()
             .execute()
         ),
-        "merge(df, ...).when_matched_update_all().when_not_matched_insert_all()",
+        "merge(df, on).when_matched_update_all().when_not_matched_insert_all()",
     ),
     ("DELETE FROM {t} WHERE id = 1", lambda t: t.delete("id = 1"), 'delete("id = 1")'),
     (
@@ -83,8 +83,8 @@ class SqlTour:
         }
 
     def to_text(self) -> str:
-        rows = [(s.statement.format(t=self.table)[:60], s.api_call[:44], s.operation, s.version, s.same_as_api)
-                for s in self.steps]  # fmt: skip
+        rows = [(_short(s.statement.format(t=self.table), 64), _short(s.api_call, 48), s.operation, s.version,
+                 s.same_as_api) for s in self.steps]  # fmt: skip
         agree = all(s.same_as_api for s in self.steps)
         return "\n".join(
             [
@@ -97,6 +97,10 @@ class SqlTour:
                 f"now -> {self.rows_now}.",
             ]
         )
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _entry(t: SparkTable) -> tuple[str, int, int, bool]:

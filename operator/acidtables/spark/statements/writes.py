@@ -20,7 +20,7 @@ from acidtables.core import InvalidArgumentError, Table, TableMetadata
 
 from .. import merge as merge_api
 from ..prepared import Prepared
-from ..schema import spark_type
+from ..schema import spark_type, table_struct
 from ..table import SparkTable
 from .references import Tables
 
@@ -110,16 +110,36 @@ def _numeric(t: T.DataType) -> bool:
 
 
 def _assignable(source: T.DataType, target: T.DataType) -> bool:
-    """Spark's ANSI store assignment, the part that can be told from types alone: a value may be written
-    when the types are equal, it is NULL, both are numbers (an overflow fails at run time, naming the
-    value), or a date goes into a timestamp."""
+    """Spark's ANSI store assignment (Cast.canANSIStoreAssign), the part that can be told from types
+    alone: equal types, NULL, a number into a number (an overflow fails at run time, naming the value),
+    any atomic value into a string, a date into a timestamp."""
     if source == target or isinstance(source, T.NullType):
         return True
     if _numeric(source) and _numeric(target):
         return True
-    if isinstance(source, T.DateType) and isinstance(target, T.TimestampType | T.TimestampNTZType):
-        return True
-    return bool(isinstance(source, T.StringType) and isinstance(target, T.StringType | T.VarcharType | T.CharType))
+    if isinstance(target, T.StringType | T.VarcharType | T.CharType):
+        return isinstance(source, T.AtomicType)
+    return isinstance(source, T.DateType) and isinstance(target, T.TimestampType | T.TimestampNTZType)
+
+
+def check_assignments(frame: DataFrame, meta: TableMetadata, values: Mapping[str, str], statement: str) -> None:
+    """Each `column = expression` of an UPDATE or a MERGE clause is assignable as in an INSERT (Spark's
+    ANSI store assignment): a string into a number fails here, before any job. Expressions Spark cannot
+    resolve are left to the API, whose error names them."""
+    types = {c.name.lower(): c for c in meta.columns}
+    for name, expression in values.items():
+        column = types.get(name.lower())
+        if column is None:
+            continue
+        try:
+            given = frame.selectExpr(expression).schema.fields[0].dataType
+        except Exception:  # the API reports an expression it cannot resolve, naming it
+            continue
+        if not _assignable(given, spark_type(column.type)):
+            raise InvalidArgumentError(
+                f"sql(): {statement} SET {name} = {expression}: column {column.name} is {column.type.upper()}, "
+                f"the expression gives {given.simpleString().upper()}; cast it explicitly"
+            )
 
 
 def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, statement: str) -> DataFrame:
@@ -230,6 +250,9 @@ def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result
         refuse_subqueries(item.expression, "UPDATE ... SET")
         assignments[item.this.name] = _spark(_unqualified(item.expression, names))
     condition = _spark(_unqualified(where.this, names)) if where is not None else None
+    meta = spark_table.table.metadata
+    empty = spark_table.spark.createDataFrame([], table_struct(meta))
+    check_assignments(empty, meta, assignments, "UPDATE")
     return spark_table.update(condition, assignments, commit=commit)
 
 
@@ -282,12 +305,20 @@ def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: b
     condition = aliased(tree.args["on"])
     assert condition is not None
     builder = spark_table.merge(source, condition)
+    meta = spark_table.table.metadata
+    both = (
+        spark_table.spark.createDataFrame([], table_struct(meta))
+        .alias(merge_api.TARGET)
+        .crossJoin(source.limit(0).alias(merge_api.SOURCE))
+    )
     for when in tree.args["whens"].expressions:
-        builder = _add_clause(builder, when, aliased)
+        builder = _add_clause(builder, when, aliased, lambda values: check_assignments(both, meta, values, "MERGE"))
     return builder.execute(commit=commit)
 
 
-def _add_clause(builder: merge_api.MergeBuilder, when: exp.When, aliased: Any) -> merge_api.MergeBuilder:
+def _add_clause(
+    builder: merge_api.MergeBuilder, when: exp.When, aliased: Any, check: Any
+) -> merge_api.MergeBuilder:
     text = _spark(when)
     if when.args.get("source"):
         raise InvalidArgumentError(
@@ -308,6 +339,7 @@ def _add_clause(builder: merge_api.MergeBuilder, when: exp.When, aliased: Any) -
                 if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
                     raise InvalidArgumentError(f"sql(): {text}: expected SET column = expression")
                 values[item.this.name] = aliased(item.expression)
+            check(values)
             return builder.when_matched_update(values, condition)
     elif isinstance(then, exp.Insert):
         if isinstance(then.this, exp.Star):
@@ -317,9 +349,9 @@ def _add_clause(builder: merge_api.MergeBuilder, when: exp.When, aliased: Any) -
         expressions = values_node.expressions if isinstance(values_node, exp.Tuple) else []
         if not columns or len(columns) != len(expressions):
             raise InvalidArgumentError(f"sql(): {text}: INSERT (columns) VALUES (values) must name as many of each")
-        return builder.when_not_matched_insert(
-            {c.name: aliased(v) for c, v in zip(columns, expressions, strict=True)}, condition
-        )
+        inserted = {c.name: aliased(v) for c, v in zip(columns, expressions, strict=True)}
+        check(inserted)
+        return builder.when_not_matched_insert(inserted, condition)
     raise InvalidArgumentError(
         f"sql(): {text} is not supported; supported: WHEN MATCHED [AND ...] THEN UPDATE SET ... / UPDATE SET * / "
         "DELETE, WHEN NOT MATCHED [AND ...] THEN INSERT * / INSERT (...) VALUES (...)"

@@ -394,3 +394,48 @@ def test_the_readmes_sql_example_runs_as_written(spark: SparkSession, catalog: C
         "MERGE",
         "INSERT INTO",
     ]
+
+
+def test_one_statement_reads_one_snapshot_of_a_table_however_often_it_names_it(
+    spark: SparkSession, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acidtables.spark.statements import references
+
+    s, _ = twins(spark, catalog)
+    pin = references.Tables.pin
+    deleted: list[int] = []
+
+    def pin_then_someone_deletes(self: references.Tables, table: Table, version: Any = None) -> references.Pin:
+        pinned = pin(self, table, version)
+        if not deleted:  # a commit lands while the statement is being planned
+            deleted.append(SparkTable(spark, s).delete("id = 1").version)
+        return pinned
+
+    monkeypatch.setattr(references.Tables, "pin", pin_then_someone_deletes)
+    statement = (
+        f"SELECT (SELECT count(*) FROM {s.name}) AS a, (SELECT count(*) FROM {s.name} x) AS b, "
+        f"(SELECT count(*) FROM {s.name} WHERE id IN (SELECT id FROM {s.name})) AS c"
+    )
+    assert rows(sql(spark, statement, catalog=catalog)) == [(4, 4, 4)]
+    assert deleted and table_rows(spark, s) == sorted(ROWS)[1:]
+
+
+def test_timestamp_as_of_takes_an_expression_spark_evaluates(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    assert rows(sql(spark, f"SELECT count(*) FROM {s.name} TIMESTAMP AS OF current_timestamp()", catalog=catalog)) == [
+        (4,)
+    ]
+    with pytest.raises(InvalidArgumentError, match="TIMESTAMP AS OF"):
+        sql(spark, f"SELECT * FROM {s.name} TIMESTAMP AS OF 'not a time'", catalog=catalog)
+
+
+def test_create_with_commit_false_is_two_phase_and_other_ddl_passes_through(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    name = f"lake.p{next(_n)}"
+    prepared = sql(spark, f"CREATE TABLE {name} (id BIGINT) USING acidtables", catalog=catalog, commit=False)
+    assert name not in catalog.list_tables("lake")
+    prepared.commit()
+    assert name in catalog.list_tables("lake")
+    sql(spark, "CREATE OR REPLACE TEMPORARY VIEW sql_view AS SELECT 1 AS one", catalog=catalog)
+    assert spark.table("sql_view").collect()[0].one == 1

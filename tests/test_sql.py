@@ -4,6 +4,7 @@ entry, same operation), time travel and pinning, passthrough, and errors that na
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import pytest
@@ -439,3 +440,146 @@ def test_create_with_commit_false_is_two_phase_and_other_ddl_passes_through(
     assert name in catalog.list_tables("lake")
     sql(spark, "CREATE OR REPLACE TEMPORARY VIEW sql_view AS SELECT 1 AS one", catalog=catalog)
     assert spark.table("sql_view").collect()[0].one == 1
+
+
+# --- every clause is run or refused: nothing the parser accepts is dropped ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("DELETE FROM {t} VERSION AS OF 1 WHERE id > 0", "a write acts on the table's current version"),
+        ("UPDATE {t} SET amount = -1 WHERE id < 10 ORDER BY id LIMIT 1", "'ORDER BY id' is not supported"),
+        ("DELETE FROM {t} WHERE id = 1 RETURNING id", "'RETURNING id' is not supported"),
+        ("INSERT INTO {t} REPLACE USING (dt) SELECT 1, 'd1', 1.0", "is not supported"),
+        ("INSERT OR REPLACE INTO {t} VALUES (1, 'd1', 1.0)", "'ALTERNATIVE REPLACE' is not supported"),
+        ("INSERT INTO {t} VALUES (1, 'd1', 1.0) ON CONFLICT DO NOTHING", "'ON CONFLICT DO NOTHING' is not supported"),
+        ("INSERT INTO {t} TABLE sql_plain", "write it as INSERT INTO ... SELECT * FROM sql_plain"),
+        ("INSERT INTO {t} (id, dt, id) VALUES (1, 'd1', 2)", "id named more than once"),
+        ("UPDATE {t} SET other.amount = 1", "is not a column of"),
+        ("UPDATE {t} SET amount.x = 1", "is not a column of"),
+        ("ALTER TABLE {t} ADD COLUMNS (c INT FIRST)", "is not supported"),
+        ("ALTER TABLE {t} ADD COLUMNS (c INT NOT NULL)", "an added column is nullable"),
+        ("OPTIMIZE {t} ZORDER BY (amount.x)", "no struct fields"),
+        ("CREATE TEMPORARY VIEW sql_over_acid AS SELECT * FROM {t}", "createOrReplaceTempView"),
+        ("ANALYZE TABLE {t} COMPUTE STATISTICS", "names an acidtables table"),
+        ("SHOW TBLPROPERTIES {t}", "names an acidtables table"),
+        (
+            "MERGE INTO {t} o USING sql_plain u ON o.id = u.x WHEN MATCHED THEN UPDATE SET o.amount = 1 RETURNING *",
+            "RETURNING",
+        ),
+    ],
+)
+def test_a_clause_acidtables_would_ignore_is_refused(
+    spark: SparkSession, catalog: Catalog, statement: str, message: str
+) -> None:
+    spark.createDataFrame([(1,)], "x INT").createOrReplaceTempView("sql_plain")
+    s, _ = twins(spark, catalog)
+    head = s.snapshot().version
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        sql(spark, statement.format(t=s.name), catalog=catalog)
+    assert s.snapshot().version == head and table_rows(spark, s) == sorted(ROWS)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE TABLE lake.{n} (id BIGINT) USING acidtables STORED AS PARQUET",
+        "CREATE TABLE lake.{n} (id BIGINT) USING acidtables CLUSTERED BY (id) INTO 4 BUCKETS",
+        "CREATE TABLE lake.{n} (id BIGINT, ts TIMESTAMP) USING acidtables PARTITIONED BY (years(ts))",
+        "CREATE TABLE lake.{n} (id BIGINT) USING acidtables PARTITIONED BY (b STRING)",
+        "CREATE TABLE lake.{n} (id BIGINT PRIMARY KEY, b INT, PRIMARY KEY (b)) USING acidtables",
+        "CREATE TABLE lake.{n} (id BIGINT) USING acidtables OPTIONS (a 'b')",
+    ],
+)
+def test_create_refuses_what_it_cannot_keep(spark: SparkSession, catalog: Catalog, statement: str) -> None:
+    name = f"c{next(_n)}"
+    with pytest.raises(InvalidArgumentError, match="CREATE TABLE"):
+        sql(spark, statement.format(n=name), catalog=catalog)
+    assert f"lake.{name}" not in catalog.list_tables("lake")
+
+
+def test_merge_between_tables_of_one_name_in_two_namespaces(spark: SparkSession, catalog: Catalog) -> None:
+    short = f"m{next(_n)}"
+    target = catalog.create_table(f"lake.{short}", SCHEMA)
+    source = catalog.create_table(f"other.{short}", SCHEMA)
+    SparkTable(spark, target).insert_into(spark.createDataFrame(ROWS, SCHEMA))
+    SparkTable(spark, source).insert_into(spark.createDataFrame(ROWS[:1], SCHEMA))
+    sql(
+        spark,
+        f"MERGE INTO lake.{short} USING other.{short} ON lake.{short}.id = other.{short}.id WHEN MATCHED THEN DELETE",
+        catalog=catalog,
+    )
+    assert table_rows(spark, target) == sorted(ROWS)[1:]
+    with pytest.raises(InvalidArgumentError, match="either table"):
+        sql(
+            spark,
+            f"MERGE INTO lake.{short} USING other.{short} ON {short}.id = 1 WHEN MATCHED THEN DELETE",
+            catalog=catalog,
+        )
+
+
+def test_merge_reads_a_struct_field_of_the_source_through_its_alias(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    sql(
+        spark,
+        f"MERGE INTO {s.name} AS o USING (SELECT 1 AS id, named_struct('x', 5.0D) AS info) AS t ON o.id = t.id "
+        "WHEN MATCHED THEN UPDATE SET amount = t.info.x",
+        catalog=catalog,
+    )
+    assert (1, "d1", 5.0) in table_rows(spark, s)
+
+
+def test_queries_keep_every_part_of_a_table_reference(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    namespace, short = s.name.split(".")
+    assert rows(sql(spark, f"SELECT count(*) FROM {s.name} TABLESAMPLE (1 ROWS)", catalog=catalog)) == [(1,)]
+    assert rows(sql(spark, f"SELECT max(a) FROM {s.name} AS x(a, b, c)", catalog=catalog)) == [(4,)]
+    assert rows(sql(spark, f"SELECT {namespace}.{short}.id FROM {s.name} WHERE id = 2", catalog=catalog)) == [(2,)]
+    # names match without regard to case, as Spark's do
+    assert rows(sql(spark, f"SELECT count(*) FROM {s.name.upper()}", catalog=catalog)) == [(4,)]
+    sql(spark, f"DELETE FROM {s.name.upper()} WHERE id = 1", catalog=catalog)
+    assert len(table_rows(spark, s)) == 3
+
+
+def test_a_leading_with_belongs_to_the_writes_source(spark: SparkSession, catalog: Catalog) -> None:
+    s, _ = twins(spark, catalog)
+    sql(
+        spark,
+        f"WITH c AS (SELECT 7 AS id, 'd3' AS dt, 7.0 AS amount) INSERT INTO {s.name} SELECT * FROM c",
+        catalog=catalog,
+    )
+    sql(
+        spark,
+        f"WITH c AS (SELECT 7 AS id, 'd3' AS dt, 70.0 AS amount) MERGE INTO {s.name} o USING c ON o.id = c.id "
+        "WHEN MATCHED THEN UPDATE SET amount = c.amount",
+        catalog=catalog,
+    )
+    assert (7, "d3", 70.0) in table_rows(spark, s)
+
+
+def test_comments_drop_and_other_catalogs(spark: SparkSession, catalog: Catalog, tmp_path: Any) -> None:
+    name = f"lake.k{next(_n)}"
+    sql(
+        spark,
+        f"CREATE TABLE {name} (id BIGINT COMMENT 'the key', CONSTRAINT pk PRIMARY KEY (id)) USING acidtables "
+        "COMMENT 'orders'",
+        catalog=catalog,
+    )
+    sql(spark, f"ALTER TABLE {name} ADD COLUMNS (note STRING COMMENT 'free text')", catalog=catalog)
+    described = rows(sql(spark, f"DESCRIBE {name}", catalog=catalog))
+    assert ("id", "bigint not null", "the key") in described and ("note", "string", "free text") in described
+    assert catalog.table(name).metadata.primary_key == ("id",)
+    assert catalog.table(name).metadata.properties["comment"] == "orders"
+    with pytest.raises(InvalidArgumentError, match="one acidtables table at a time"):
+        sql(spark, f"DROP TABLE {name}, lake.other", catalog=catalog)
+    assert sql(spark, "DROP TABLE IF EXISTS acidtables.lake.nothing_here", catalog=catalog) is None
+    # Spark's own path tables are Spark's
+    path = str(tmp_path / "plain")
+    spark.createDataFrame([(1,)], "x INT").write.parquet(path)
+    assert rows(sql(spark, f"SELECT x FROM parquet.`{path}`", catalog=catalog)) == [(1,)]
+    # SHOW TABLES LIKE as Spark reads it: * any characters, | alternatives
+    short = name.split(".")[1]
+    assert rows(sql(spark, f"SHOW TABLES IN lake LIKE 'zz|{short[:1]}*{short[-1]}'", catalog=catalog)) == [
+        ("lake", short, False)
+    ]

@@ -8,19 +8,21 @@ write into a Spark table) runs in Spark over pinned snapshots of them.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from acidtables.core import AcidTablesError, Catalog, InvalidArgumentError, Table
+from acidtables.core import AcidTablesError, Catalog, InvalidArgumentError, Table, TableNotFoundError
 
 from ..prepared import Prepared
 from ..table import SparkTable
 from . import ddl, describe, writes
+from .clauses import column_path, refuse_other_parts, refuse_table_parts, spark_sql
 from .dialect import Compact, Optimize, ShowTables, parse_statement
-from .references import Tables
+from .references import CATALOG_NAME, Tables
 
 #: how often a write whose source reads its own target is prepared again when a commit landed between
 #: pinning the source's snapshot and starting the transaction (the source must read the version the
@@ -69,7 +71,7 @@ def sql(spark: SparkSession, statement: str, *, catalog: Catalog | None = None, 
     )
 
 
-class _Repin(Exception):
+class _Repin(AcidTablesError):
     """The source read an older version of the target than the transaction starts from."""
 
 
@@ -79,47 +81,38 @@ def _run(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Expr, 
             return ddl.create(catalog, tree, commit=commit)
         return _elsewhere(spark, tables, tree, statement)
     if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
-        [node] = tree.args["tables"]
-        if tables.resolve(node) is not None:
-            return ddl.drop(catalog, tables, tree)
-        return _elsewhere(spark, tables, tree, statement)
+        return _drop(spark, catalog, tables, tree, statement)
     if isinstance(tree, ShowTables):
-        namespace = tree.this.name if tree.this is not None else None
-        like = tree.args["like"].name if tree.args.get("like") is not None else None
-        return describe.show_tables(spark, catalog, namespace, like)
+        return _show_tables(spark, catalog, tree, statement)
     if isinstance(tree, Optimize):
-        table = tables.require(tree.this, "OPTIMIZE")
-        where = tree.args.get("where")
-        condition = where.this.sql(dialect="spark") if where is not None else None
-        zorder = tree.args.get("zorder")
-        target = SparkTable(spark, table)
-        if zorder is not None:
-            return target.cluster([c.name for c in zorder.expressions], where=condition, commit=commit)
-        return target.compact("minor", where=condition, commit=commit)
-    if isinstance(tree, exp.Describe):
+        return _optimize(spark, tables, tree, commit=commit)
+    if isinstance(tree, exp.Describe) and str(tree.args.get("kind") or "TABLE").upper() == "TABLE":
         described = tables.resolve(tree.this) if isinstance(tree.this, exp.Table) else None
         if described is None:
             return _elsewhere(spark, tables, tree, statement)
-        table = described
-        style = str(tree.args.get("style") or "").upper()
-        if style == "HISTORY":
-            return describe.describe_history(spark, table)
-        if style == "DETAIL":
-            return describe.describe_detail(spark, table)
+        refuse_table_parts(tree.this, "DESCRIBE")
         if tree.args.get("partition") is not None:
             raise InvalidArgumentError("sql(): DESCRIBE ... PARTITION is not supported for acidtables tables")
-        return describe.describe_columns(spark, table)
-    if isinstance(tree, exp.Alter):
+        refuse_other_parts(tree, ("this", "style", "kind"), "DESCRIBE")
+        style = str(tree.args.get("style") or "").upper()
+        if style == "HISTORY":
+            return describe.describe_history(spark, described)
+        if style == "DETAIL":
+            return describe.describe_detail(spark, described)
+        return describe.describe_columns(spark, described)
+    if isinstance(tree, exp.Alter) and str(tree.args.get("kind") or "").upper() == "TABLE":
         altered = tables.resolve(tree.this)
         if altered is None:
             return _elsewhere(spark, tables, tree, statement)
-        table = altered
+        refuse_other_parts(tree, ("this", "kind", "actions"), "ALTER TABLE")
         actions = tree.args.get("actions") or []
         if len(actions) == 1 and isinstance(actions[0], Compact):
-            return _compact(spark, table, tree, actions[0], commit=commit)
+            refuse_table_parts(tree.this, "ALTER TABLE ... COMPACT", partition=True)
+            return _compact(spark, altered, tree, actions[0], commit=commit)
         if tree.this.args.get("partition") is not None:
             raise InvalidArgumentError("sql(): ALTER TABLE ... PARTITION (...) takes COMPACT MINOR | MAJOR only")
-        return ddl.alter(catalog, table.name, actions)
+        refuse_table_parts(tree.this, "ALTER TABLE")
+        return ddl.alter(catalog, altered.name, actions)
     if isinstance(tree, exp.Insert | exp.Update | exp.Delete | exp.Merge | exp.TruncateTable):
         return _write(spark, tables, tree, statement, commit=commit)
     if isinstance(tree, exp.Query):
@@ -133,17 +126,77 @@ def _reads_acidtables(tables: Tables, tree: exp.Expr) -> bool:
     return any(tables.resolve(t) is not None for t in tree.find_all(exp.Table) if t.name)
 
 
+#: dotted names in a statement sqlglot keeps as opaque text (SHOW TBLPROPERTIES t, EXPLAIN ..., MSCK ...)
+_DOTTED_NAME = re.compile(r"`?([A-Za-z_][\w]*)`?\.`?([A-Za-z_][\w]*)`?")
+
+
 def _elsewhere(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str) -> DataFrame:
     """A statement Spark runs: unchanged when it names no acidtables table; over pinned snapshots when
-    it only reads them (INSERT INTO a Spark table SELECT ... FROM an acidtables table)."""
-    if not _reads_acidtables(tables, tree):
+    it is a query or an insert into something else that reads them (INSERT INTO a Spark table SELECT ...
+    FROM an acidtables table, INSERT OVERWRITE DIRECTORY). Anything else that names an acidtables table
+    is refused: Spark would not find the table, or would keep a name that outlives its pinned snapshot
+    (CREATE VIEW; use `sql(...)`'s DataFrame and createOrReplaceTempView instead)."""
+    named = _reads_acidtables(tables, tree)
+    if isinstance(tree, exp.Command):
+        text = spark_sql(tree)
+        named = any(tables.resolve(exp.table_(t, db=d)) is not None for d, t in _DOTTED_NAME.findall(text))
+    if not named:
         return spark.sql(statement)
-    if isinstance(tree, exp.Command | exp.Drop | exp.Alter | exp.Describe):
-        raise InvalidArgumentError(
-            f"sql(): {statement.strip()!r} is not a statement acidtables runs on its tables "
-            "(see the README's SQL section for the ones it does)"
-        )
-    return tables.query(tree)
+    if isinstance(tree, exp.Query | exp.Insert):
+        return tables.query(tree)
+    raise InvalidArgumentError(
+        f"sql(): {statement.strip()!r} names an acidtables table but is not a statement acidtables runs "
+        "(see the README's SQL section for the ones it does; a view over a table: "
+        "sql(spark, 'SELECT ...').createOrReplaceTempView(name))"
+    )
+
+
+def _drop(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Drop, statement: str) -> Any:
+    nodes = tree.args.get("tables") or []
+    try:
+        named = [tables.resolve(n) for n in nodes]
+    except TableNotFoundError:
+        if tree.args.get("exists"):
+            return None
+        raise
+    if not any(named):
+        return _elsewhere(spark, tables, tree, statement)
+    if len(nodes) != 1:
+        raise InvalidArgumentError("sql(): DROP TABLE: drop one acidtables table at a time")
+    refuse_other_parts(tree, ("tables", "kind", "exists", "purge"), "DROP TABLE")
+    return ddl.drop(catalog, tables, tree)
+
+
+def _show_tables(spark: SparkSession, catalog: Catalog, tree: ShowTables, statement: str) -> DataFrame:
+    namespace = None
+    if tree.this is not None:
+        parts = [p.name for p in tree.this.parts]
+        if len(parts) == 2 and parts[0].lower() == CATALOG_NAME:
+            parts = parts[1:]
+        if len(parts) != 1:
+            return spark.sql(statement)  # another catalog's namespace
+        namespace = parts[0]
+    like = tree.args["like"].name if tree.args.get("like") is not None else None
+    return describe.show_tables(spark, catalog, namespace, like)
+
+
+def _optimize(spark: SparkSession, tables: Tables, tree: Optimize, *, commit: bool) -> Any:
+    table = tables.require(tree.this, "OPTIMIZE")
+    refuse_table_parts(tree.this, "OPTIMIZE")
+    where = tree.args.get("where")
+    condition = spark_sql(where.this) if where is not None else None
+    zorder = tree.args.get("zorder")
+    target = SparkTable(spark, table)
+    if zorder is None:
+        return target.compact("minor", where=condition, commit=commit)
+    columns = []
+    for column in zorder.expressions:
+        if not isinstance(column, exp.Column) or len(column_path(column)) != 1:
+            raise InvalidArgumentError(
+                f"sql(): OPTIMIZE ... ZORDER BY {spark_sql(column)}: name columns of {table.name} (no struct fields)"
+            )
+        columns.append(column.name)
+    return target.cluster(columns, where=condition, commit=commit)
 
 
 def _compact(spark: SparkSession, table: Table, tree: exp.Alter, action: Compact, *, commit: bool) -> Any:
@@ -162,9 +215,7 @@ def _write(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str, 
     node = tree.expressions[0] if isinstance(tree, exp.TruncateTable) else tree.this
     if isinstance(node, exp.Schema):
         node = node.this
-    if not isinstance(node, exp.Table):
-        raise InvalidArgumentError(f"sql(): cannot tell the target table of {statement.strip()!r}")
-    if tables.resolve(node) is None:
+    if not isinstance(node, exp.Table) or tables.resolve(node) is None:
         return _elsewhere(spark, tables, tree, statement)
     table = tables.require(node, type(tree).__name__.upper())
     target = SparkTable(spark, table)

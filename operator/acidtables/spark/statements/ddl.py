@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from acidtables.core import Catalog, Column, InvalidArgumentError
 
+from .clauses import refuse_other_parts, spark_sql
 from .references import DEFAULT_NAMESPACE, Tables
 
 #: TBLPROPERTIES that are create_table arguments -> the argument
@@ -29,10 +30,6 @@ SETTINGS = {
 FIXED = {"primary_key", "conflict_policy", "row_level_concurrency"}
 
 
-def _spark(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
-
-
 def catalog_name(node: exp.Table, statement: str) -> str:
     parts = [p.name for p in node.parts]
     if len(parts) == 3 and parts[0].lower() == "acidtables":
@@ -40,7 +37,7 @@ def catalog_name(node: exp.Table, statement: str) -> str:
     if len(parts) == 1:
         parts = [DEFAULT_NAMESPACE, *parts]
     if len(parts) != 2:
-        raise InvalidArgumentError(f"sql(): {statement} {_spark(node)}: name a table as namespace.name")
+        raise InvalidArgumentError(f"sql(): {statement} {spark_sql(node)}: name a table as namespace.name")
     return f"{parts[0]}.{parts[1]}"
 
 
@@ -63,7 +60,7 @@ def _settings(properties: list[exp.Property], statement: str) -> tuple[dict[str,
     kept: dict[str, str] = {}
     for prop in properties:
         key, value = prop.name, prop.args["value"]
-        text = value.name if isinstance(value, exp.Literal | exp.Var | exp.Identifier) else _spark(value)
+        text = value.name if isinstance(value, exp.Literal | exp.Var | exp.Identifier) else spark_sql(value)
         argument = SETTINGS.get(key.lower())
         if argument == "primary_key":
             options[argument] = [k.strip() for k in text.split(",") if k.strip()]
@@ -76,60 +73,98 @@ def _settings(properties: list[exp.Property], statement: str) -> tuple[dict[str,
     return options, kept
 
 
+#: where a column's COMMENT is kept (table properties: the log's table definition has no comment field)
+COMMENT_PROPERTY = "acidtables.comment."
+
+
+def _column(item: exp.Expr, statement: str, *, added: bool) -> tuple[Column, bool, str | None]:
+    """One column definition: the column, whether it is declared PRIMARY KEY, and its COMMENT."""
+    if (
+        not isinstance(item, exp.ColumnDef)
+        or item.args.get("kind") is None
+        or not isinstance(item.this, exp.Identifier)
+    ):
+        raise InvalidArgumentError(
+            f"sql(): {statement} ({spark_sql(item)}): expected `name TYPE [NOT NULL] [COMMENT '...']`"
+        )
+    refuse_other_parts(item, ("this", "kind", "constraints"), f"{statement} column {item.name}")
+    nullable, key, comment = True, False, None
+    for constraint in item.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.CommentColumnConstraint):
+            comment = kind.name
+        elif isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null") and not added:
+            nullable = False
+        elif isinstance(kind, exp.PrimaryKeyColumnConstraint) and not added:
+            key, nullable = True, False
+        else:
+            supported = "COMMENT (an added column is nullable)" if added else "NOT NULL, PRIMARY KEY, COMMENT"
+            raise InvalidArgumentError(
+                f"sql(): {statement} column {item.name}: {spark_sql(constraint)} is not supported "
+                f"(supported: {supported})"
+            )
+    return Column(item.name, spark_sql(item.args["kind"]), nullable), key, comment
+
+
 def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
-    schema = tree.this
     if tree.expression is not None:
         raise InvalidArgumentError(
             "sql(): CREATE TABLE ... USING acidtables AS SELECT is not supported; CREATE the table, then INSERT INTO it"
         )
-    if not isinstance(schema, exp.Schema) or not isinstance(schema.this, exp.Table):
-        raise InvalidArgumentError("sql(): CREATE TABLE ... USING acidtables needs a column list")
     if tree.args.get("replace"):
         raise InvalidArgumentError("sql(): CREATE OR REPLACE TABLE is not supported for acidtables tables")
+    schema = tree.this
+    if not isinstance(schema, exp.Schema) or not isinstance(schema.this, exp.Table):
+        raise InvalidArgumentError("sql(): CREATE TABLE ... USING acidtables needs a column list")
+    refuse_other_parts(tree, ("this", "kind", "exists", "properties"), "CREATE TABLE")
+    refuse_other_parts(schema.this, ("this", "db", "catalog"), "CREATE TABLE")
     name = catalog_name(schema.this, "CREATE TABLE")
-    if tree.args.get("exists") and name in catalog.list_tables(name.split(".")[0]):
-        return None
     columns: list[Column] = []
-    options: dict[str, Any] = {}
-    for item in schema.expressions:
-        if isinstance(item, exp.PrimaryKey):
-            options["primary_key"] = [k.name for k in item.expressions]
-            continue
-        if not isinstance(item, exp.ColumnDef) or item.args.get("kind") is None:
-            raise InvalidArgumentError(f"sql(): CREATE TABLE ({_spark(item)}): expected `name TYPE [NOT NULL]`")
-        nullable = True
-        for constraint in item.args.get("constraints") or []:
-            kind = constraint.args.get("kind")
-            if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null"):
-                nullable = False
-            elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
-                options["primary_key"] = [*options.get("primary_key", []), item.name]
-                nullable = False
-            elif not isinstance(kind, exp.CommentColumnConstraint):
-                raise InvalidArgumentError(
-                    f"sql(): CREATE TABLE column {item.name}: {_spark(constraint)} is not supported "
-                    "(supported: NOT NULL, PRIMARY KEY, COMMENT)"
-                )
-        columns.append(Column(item.name, _spark(item.args["kind"]), nullable))
+    keys: dict[str, list[str]] = {}
     properties: dict[str, str] = {}
+    for item in schema.expressions:
+        constraint = item.expressions[0] if isinstance(item, exp.Constraint) and len(item.expressions) == 1 else item
+        if isinstance(constraint, exp.PrimaryKey):
+            keys[spark_sql(item)] = [k.name for k in constraint.expressions]
+            continue
+        column, key, comment = _column(item, "CREATE TABLE", added=False)
+        columns.append(column)
+        if key:
+            keys.setdefault("PRIMARY KEY on the columns", []).append(column.name)
+        if comment is not None:
+            properties[COMMENT_PROPERTY + column.name] = comment
+    options: dict[str, Any] = {}
+    formats = 0
     for prop in tree.args["properties"].expressions:
         if isinstance(prop, exp.FileFormatProperty):
-            continue
-        if isinstance(prop, exp.PartitionedByProperty):
-            options["partition_by"] = [c.name for c in prop.this.expressions]
+            formats += 1
+        elif isinstance(prop, exp.PartitionedByProperty):
+            options["partition_by"] = _partition_columns(prop, columns)
         elif isinstance(prop, exp.LocationProperty):
             options["location"] = prop.name
-        elif isinstance(prop, exp.Property):
+        elif isinstance(prop, exp.SchemaCommentProperty):
+            properties["comment"] = prop.name
+        elif type(prop) is exp.Property:  # one TBLPROPERTIES entry
             settings, kept = _settings([prop], "CREATE TABLE")
+            if "primary_key" in settings:
+                keys[f"TBLPROPERTIES {spark_sql(prop)}"] = settings.pop("primary_key")
             options.update(settings)
             properties.update(kept)
         else:
             raise InvalidArgumentError(
-                f"sql(): CREATE TABLE ... {_spark(prop)} is not supported (supported: USING acidtables, "
-                "PARTITIONED BY, LOCATION, TBLPROPERTIES, PRIMARY KEY)"
+                f"sql(): CREATE TABLE ... {spark_sql(prop)} is not supported (supported: USING acidtables, "
+                "PARTITIONED BY (columns), LOCATION, COMMENT, TBLPROPERTIES, PRIMARY KEY)"
             )
+    if formats != 1:
+        raise InvalidArgumentError("sql(): CREATE TABLE: give the format once, USING acidtables")
+    if len({tuple(k) for k in keys.values()}) > 1:
+        raise InvalidArgumentError(f"sql(): CREATE TABLE: the primary key is given twice, differently: {keys}")
+    if keys:
+        options["primary_key"] = next(iter(keys.values()))
     if properties:
         options["properties"] = properties
+    if tree.args.get("exists") and name.lower() in {n.lower() for n in catalog.list_tables(name.split(".")[0])}:
+        return None
     prepared = catalog.prepare_create_table(name, columns, **options)
     if not commit:
         return prepared
@@ -137,14 +172,23 @@ def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
     return catalog.table(name)
 
 
+def _partition_columns(prop: exp.PartitionedByProperty, columns: list[Column]) -> list[str]:
+    """PARTITIONED BY names columns of the list; Hive's typed form and transforms are not supported."""
+    known = {c.name.lower() for c in columns}
+    names = []
+    for item in prop.this.expressions if isinstance(prop.this, exp.Schema | exp.Tuple) else [prop.this]:
+        if not isinstance(item, exp.Identifier | exp.Column) or item.name.lower() not in known:
+            raise InvalidArgumentError(
+                f"sql(): CREATE TABLE ... PARTITIONED BY ({spark_sql(item)}): name columns of the column list "
+                "(no types, no transforms such as years() or bucket())"
+            )
+        names.append(item.name)
+    return names
+
+
 def drop(catalog: Catalog, tables: Tables, tree: exp.Drop) -> Any:
     [node] = tree.args["tables"]
-    table = tables.resolve(node)
-    if table is None:
-        if tree.args.get("exists"):
-            return None
-        return tables.require(node, "DROP TABLE")
-    return catalog.drop_table(table.name, delete_data=bool(tree.args.get("purge")))
+    return catalog.drop_table(tables.require(node, "DROP TABLE").name, delete_data=bool(tree.args.get("purge")))
 
 
 def alter(catalog: Catalog, table_name: str, actions: list[exp.Expr]) -> Any:
@@ -152,18 +196,20 @@ def alter(catalog: Catalog, table_name: str, actions: list[exp.Expr]) -> Any:
         raise InvalidArgumentError("sql(): ALTER TABLE takes one action at a time here")
     [action] = actions
     if isinstance(action, exp.Schema):  # ADD COLUMNS (...)
-        columns = []
+        columns, comments = [], {}
         for item in action.expressions:
-            if not isinstance(item, exp.ColumnDef) or item.args.get("kind") is None:
-                raise InvalidArgumentError(f"sql(): ALTER TABLE ADD COLUMNS ({_spark(item)}): expected `name TYPE`")
-            if item.args.get("constraints"):
-                raise InvalidArgumentError(
-                    f"sql(): ALTER TABLE ADD COLUMNS ({_spark(item)}): an added column is nullable, without constraints"
-                )
-            columns.append(Column(item.name, _spark(item.args["kind"]), True))
-        return catalog.alter_table(table_name, add_columns=columns)
+            column, _, comment = _column(item, "ALTER TABLE ADD COLUMNS", added=True)
+            columns.append(column)
+            if comment is not None:
+                comments[COMMENT_PROPERTY + column.name] = comment
+        return catalog.alter_table(table_name, add_columns=columns, properties=comments or None)
     if isinstance(action, exp.AlterSet) and action.expressions and isinstance(action.expressions[0], exp.Properties):
-        settings, kept = _settings(list(action.expressions[0].expressions), "ALTER TABLE SET TBLPROPERTIES")
+        refuse_other_parts(action, ("expressions",), "ALTER TABLE SET")
+        entries = list(action.expressions[0].expressions)
+        odd = [e for e in entries if type(e) is not exp.Property]
+        if odd or len(action.expressions) != 1:
+            raise InvalidArgumentError(f"sql(): ALTER TABLE {spark_sql(action)}: supported: SET TBLPROPERTIES (...)")
+        settings, kept = _settings(entries, "ALTER TABLE SET TBLPROPERTIES")
         fixed = sorted(FIXED & set(settings))
         if fixed:
             raise InvalidArgumentError(
@@ -171,6 +217,6 @@ def alter(catalog: Catalog, table_name: str, actions: list[exp.Expr]) -> Any:
             )
         return catalog.alter_table(table_name, properties=kept or None, isolation_level=settings.get("isolation_level"))
     raise InvalidArgumentError(
-        f"sql(): ALTER TABLE ... {_spark(action)} is not supported (supported: ADD COLUMNS, SET TBLPROPERTIES, "
+        f"sql(): ALTER TABLE ... {spark_sql(action)} is not supported (supported: ADD COLUMNS, SET TBLPROPERTIES, "
         "[PARTITION (...)] COMPACT MINOR | MAJOR)"
     )

@@ -8,7 +8,7 @@ columns as Spark does (col_name, data_type in lower case, comment) with the part
 
 from __future__ import annotations
 
-import fnmatch
+import re
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from acidtables.core import Catalog, Table, to_datetime
 
 from ..reads import history
+from .ddl import COMMENT_PROPERTY
 
 DETAIL = T.StructType(
     [
@@ -85,8 +86,10 @@ def describe_detail(spark: SparkSession, table: Table) -> DataFrame:
 
 def describe_columns(spark: SparkSession, table: Table) -> DataFrame:
     meta = table.metadata
+    comments = {k[len(COMMENT_PROPERTY) :]: v for k, v in meta.properties.items() if k.startswith(COMMENT_PROPERTY)}
     rows: list[tuple[str, str, str | None]] = [
-        (c.name, c.type.lower() if c.nullable else f"{c.type.lower()} not null", None) for c in meta.columns
+        (c.name, c.type.lower() if c.nullable else f"{c.type.lower()} not null", comments.get(c.name))
+        for c in meta.columns
     ]
     if meta.partition_by:
         rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
@@ -97,11 +100,12 @@ def describe_columns(spark: SparkSession, table: Table) -> DataFrame:
 
 
 def show_tables(spark: SparkSession, catalog: Catalog, namespace: str | None, like: str | None) -> DataFrame:
-    """Spark's SHOW TABLES pattern: `*` any characters, `|` between alternatives, case-insensitive."""
+    """Spark's SHOW TABLES pattern: `*` for any characters, `|` between alternatives, the rest a regular
+    expression, matched against the whole name without regard to case."""
     rows = []
-    patterns = [p.strip().lower() for p in like.split("|")] if like else ["*"]
+    patterns = [re.compile(p.strip().replace("*", ".*"), re.IGNORECASE) for p in like.split("|")] if like else []
     for name in catalog.list_tables(namespace):
         ns, short = name.split(".", 1)
-        if any(fnmatch.fnmatchcase(short.lower(), p) for p in patterns):
+        if not patterns or any(p.fullmatch(short) for p in patterns):
             rows.append((ns, short, False))
     return spark.createDataFrame(rows, TABLES)

@@ -49,6 +49,7 @@ class Tables:
     ctes: frozenset[str] = frozenset()
     _resolved: dict[tuple[str, ...], Table | None] = field(default_factory=dict)
     _pins: dict[tuple[str, str, str], Pin] = field(default_factory=dict)
+    _names: list[str] | None = None
 
     @staticmethod
     def of(spark: SparkSession, catalog: Catalog, tree: exp.Expr) -> Tables:
@@ -66,18 +67,35 @@ class Tables:
         if len(parts) == 3:
             if parts[0].lower() != CATALOG_NAME:
                 return None  # another Spark catalog
-            return self.catalog.table(f"{parts[1]}.{parts[2]}")  # named explicitly: must exist
+            found = self._find(parts[1], parts[2])
+            if found is None:  # named as acidtables' explicitly: it must exist
+                raise TableNotFoundError(f"sql(): {'.'.join(parts)}: the acidtables catalog has no such table")
+            return found
         if len(parts) == 2:
-            try:
-                return self.catalog.table(f"{parts[0]}.{parts[1]}")
-            except TableNotFoundError:
-                return None
+            return self._find(parts[0], parts[1])
         if len(parts) != 1 or parts[0].lower() in self.ctes or self.spark.catalog.tableExists(parts[0]):
             return None
+        return self._find(DEFAULT_NAMESPACE, parts[0])
+
+    def _find(self, namespace: str, name: str) -> Table | None:
+        """The table, its name matched without regard to case as Spark matches names; None when there is
+        none, or when the name cannot be an acidtables name at all (Spark's `parquet.`/path``)."""
         try:
-            return self.catalog.table(f"{DEFAULT_NAMESPACE}.{parts[0]}")
+            return self.catalog.table(f"{namespace}.{name}")
         except TableNotFoundError:
+            pass
+        except InvalidArgumentError:
             return None
+        if self._names is None:
+            self._names = self.catalog.list_tables()
+        wanted = f"{namespace}.{name}".lower()
+        matches = [n for n in self._names if n.lower() == wanted]
+        if len(matches) > 1:
+            raise InvalidArgumentError(
+                f"sql(): {namespace}.{name} matches {', '.join(matches)}, which differ only in case; "
+                "quote the name as the catalog spells it"
+            )
+        return self.catalog.table(matches[0]) if matches else None
 
     def require(self, node: exp.Table, statement: str) -> Table:
         """The target of a statement acidtables runs: it must be an acidtables table."""
@@ -105,8 +123,11 @@ class Tables:
         return self._pins.get((table.table_id, "", ""))
 
     def rewrite(self, tree: exp.Expr) -> exp.Expr:
-        """`tree` with each acidtables table reference replaced by its pinned view (aliased as the
-        reference was, or by the table's own name so `orders.id` still resolves)."""
+        """`tree` with each acidtables table reference replaced by its pinned view. Only the name
+        changes: the alias (or else the table's own name, so `orders.id` still resolves), a column
+        alias list, TABLESAMPLE, PIVOT and the rest of the reference stay; columns qualified by an
+        unaliased table's full name (`sales.orders.id`) are qualified by that name instead."""
+        full_names: dict[tuple[str, ...], str] = {}
 
         def replace(node: exp.Expr) -> exp.Expr:
             if not isinstance(node, exp.Table) or not node.name:
@@ -115,10 +136,27 @@ class Tables:
             if table is None:
                 return node
             pin = self.pin(table, node.args.get("version"))
-            alias = node.alias or node.name
-            return exp.Table(this=exp.to_identifier(pin.view), alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            view = node.copy()
+            for part in ("db", "catalog", "version"):
+                view.set(part, None)
+            view.set("this", exp.to_identifier(pin.view))
+            if not node.alias:
+                view.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+                parts = tuple(p.name.lower() for p in node.parts)
+                for i in range(len(parts) - 1):
+                    full_names[parts[i:]] = node.name
+            return view
 
-        return tree.transform(replace, copy=True)
+        def qualify(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and node.args.get("db") is not None:
+                path = [node.args[k] for k in ("catalog", "db", "table") if node.args.get(k) is not None]
+                alias = full_names.get(tuple(p.name.lower() for p in path))
+                if alias is not None:
+                    return exp.Column(this=node.this.copy(), table=exp.to_identifier(alias))
+            return node
+
+        rewritten = tree.transform(replace, copy=True)
+        return rewritten.transform(qualify, copy=False) if full_names else rewritten
 
     @contextmanager
     def views(self) -> Iterator[None]:

@@ -2,8 +2,8 @@
 
 Each statement becomes exactly one call of the Python API, so the log entry, the history row and the
 conflict rules are the API's. What SQL adds is the mapping: positional INSERT columns onto the table's,
-a statement's aliases onto the API's `t` / `s`, a PARTITION clause onto a partition or a dynamic
-overwrite, and the checks that make a statement acidtables cannot run fail before any job.
+a statement's table names and aliases onto the API's `t` / `s`, a PARTITION clause onto a partition or a
+dynamic overwrite, and the checks that make a statement acidtables cannot run fail before any job.
 """
 
 from __future__ import annotations
@@ -16,19 +16,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from sqlglot import exp
 
-from acidtables.core import InvalidArgumentError, Table, TableMetadata
+from acidtables.core import InvalidArgumentError, TableMetadata
 
 from .. import merge as merge_api
 from ..prepared import Prepared
 from ..schema import spark_type, table_struct
 from ..table import SparkTable
+from .clauses import names_of, refuse_other_parts, refuse_table_parts, requalify, spark_sql, target_column
 from .references import Tables
 
 Result = Any  # CommitInfo, or Prepared with commit=False
 
-
-def _spark(node: exp.Expr) -> str:
-    return node.sql(dialect="spark")
+_spark = spark_sql
 
 
 def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
@@ -39,20 +38,10 @@ def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
         )
 
 
-def _unqualified(node: exp.Expr, names: set[str]) -> exp.Expr:
-    """`node` with columns qualified by the target (its alias or name) unqualified: the API evaluates
-    UPDATE and DELETE expressions against the table's own columns."""
-
-    def strip(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and n.table and n.table.lower() in names:
-            return exp.column(n.name, quoted=n.this.quoted if isinstance(n.this, exp.Identifier) else None)
-        return n
-
-    return node.transform(strip, copy=True)
-
-
-def _target_names(node: exp.Table) -> set[str]:
-    return {n.lower() for n in (node.alias, node.name) if n}
+def _own_columns(node: exp.Expr, target: exp.Table, statement: str) -> str:
+    """An UPDATE or DELETE expression as the API evaluates it, against the table's own columns:
+    columns qualified by the target (its alias, or its name with or without namespace) unqualified."""
+    return _spark(requalify(node, {"": names_of(target)}, statement))
 
 
 def partition_spec(partition: exp.Expr | None, meta: TableMetadata, statement: str) -> tuple[dict[str, Any], list[str]]:
@@ -142,6 +131,17 @@ def check_assignments(frame: DataFrame, meta: TableMetadata, values: Mapping[str
             )
 
 
+def _with_ctes(query: exp.Expr, statement_with: exp.Expr | None) -> exp.Expr:
+    """A leading `WITH c AS (...) INSERT ...` / `MERGE ...` belongs to the query the write reads."""
+    if statement_with is None:
+        return query
+    query = query.copy()
+    own = query.args.get("with_")
+    merged = [*(statement_with.expressions), *(own.expressions if own is not None else [])]
+    query.set("with_", exp.With(expressions=[c.copy() for c in merged]))
+    return query
+
+
 def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, statement: str) -> DataFrame:
     """The rows of an INSERT, conformed to the target table: positional columns (the table's order less
     the static partition columns), an explicit column list, or BY NAME; static partition values added."""
@@ -150,28 +150,36 @@ def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, state
     static, _ = partition_spec(target_node.args.get("partition"), meta, statement)
     if tree.args.get("where") is not None:
         raise InvalidArgumentError(f"sql(): {statement} ... REPLACE WHERE is not supported; use INSERT OVERWRITE")
-    source = tables.query(tree.expression)
+    if isinstance(tree.args.get("source"), exp.Expr):
+        raise InvalidArgumentError(
+            f"sql(): {statement} ... TABLE {_spark(tree.args['source'])}: write it as "
+            f"{statement} ... SELECT * FROM {_spark(tree.args['source'])}"
+        )
+    refuse_other_parts(tree, ("this", "expression", "overwrite", "by_name", "with_"), statement)
+    if tree.expression is None:
+        raise InvalidArgumentError(f"sql(): {statement}: expected VALUES or a query")
+    source = tables.query(_with_ctes(tree.expression, tree.args.get("with_")))
     written = [c for c in meta.columns if c.name not in static]
     by_name = {c.name.lower(): c for c in written}
     if isinstance(tree.this, exp.Schema):
         listed = [i.name for i in tree.this.expressions]
-        unknown = [n for n in listed if n.lower() not in by_name]
-        if unknown:
-            raise InvalidArgumentError(
-                f"sql(): {statement} ({', '.join(listed)}): {', '.join(unknown)} is not a column of {meta.name} "
-                f"(columns: {', '.join(c.name for c in written)})"
-            )
-        targets = [by_name[n.lower()] for n in listed]
+        where = f"{statement} ({', '.join(listed)})"
     elif tree.args.get("by_name"):
-        unknown = [n for n in source.columns if n.lower() not in by_name]
-        if unknown:
-            raise InvalidArgumentError(
-                f"sql(): {statement} BY NAME: the query's column(s) {', '.join(unknown)} are not columns of "
-                f"{meta.name} (columns: {', '.join(c.name for c in written)})"
-            )
-        targets = [by_name[n.lower()] for n in source.columns]
+        listed = list(source.columns)
+        where = f"{statement} BY NAME"
     else:
-        targets = written
+        listed = []
+        where = statement
+    repeated = sorted({n for n in listed if [m.lower() for m in listed].count(n.lower()) > 1})
+    if repeated:
+        raise InvalidArgumentError(f"sql(): {where}: {', '.join(repeated)} named more than once")
+    unknown = [n for n in listed if n.lower() not in by_name]
+    if unknown:
+        raise InvalidArgumentError(
+            f"sql(): {where}: {', '.join(unknown)} is not a column of {meta.name} "
+            f"(columns: {', '.join(c.name for c in written)})"
+        )
+    targets = [by_name[n.lower()] for n in listed] if listed or tree.args.get("by_name") else written
     fields = source.schema.fields
     if len(fields) != len(targets):
         raise InvalidArgumentError(
@@ -195,8 +203,7 @@ def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, state
         if column.name not in given:
             columns.append(F.lit(None).cast(spark_type(column.type)).alias(column.name))
     for name, value in static.items():
-        column_type = meta.column_types[name]
-        columns.append(F.lit(value).cast(spark_type(column_type)).alias(name))
+        columns.append(F.lit(value).cast(spark_type(meta.column_types[name])).alias(name))
     return source.select(*columns)
 
 
@@ -204,6 +211,7 @@ def insert(spark_table: SparkTable, tables: Tables, tree: exp.Insert, *, commit:
     overwrite = bool(tree.args.get("overwrite"))
     statement = "INSERT OVERWRITE" if overwrite else "INSERT INTO"
     target_node = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+    refuse_table_parts(target_node, statement, partition=True)
     meta = spark_table.table.metadata
     static, dynamic = partition_spec(target_node.args.get("partition"), meta, statement)
     rows = insert_rows(spark_table, tables, tree, statement)
@@ -231,6 +239,8 @@ def insert(spark_table: SparkTable, tables: Tables, tree: exp.Insert, *, commit:
 
 
 def truncate(spark_table: SparkTable, tree: exp.TruncateTable, *, commit: bool) -> Result:
+    refuse_other_parts(tree, ("expressions", "partition"), "TRUNCATE TABLE")
+    refuse_table_parts(tree.expressions[0], "TRUNCATE TABLE")
     static, dynamic = partition_spec(tree.args.get("partition"), spark_table.table.metadata, "TRUNCATE TABLE")
     if dynamic:
         raise InvalidArgumentError(f"sql(): TRUNCATE TABLE PARTITION: give {', '.join(dynamic)} a value")
@@ -238,32 +248,32 @@ def truncate(spark_table: SparkTable, tree: exp.TruncateTable, *, commit: bool) 
 
 
 def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result:
-    names = _target_names(tree.this)
-    where = tree.args.get("where")
-    refuse_subqueries(where, "UPDATE ... WHERE")
     if tree.args.get("from_") is not None:
         raise InvalidArgumentError("sql(): UPDATE ... FROM is not supported; write it as MERGE INTO ... USING ...")
+    refuse_other_parts(tree, ("this", "expressions", "where"), "UPDATE")
+    refuse_table_parts(tree.this, "UPDATE")
+    meta = spark_table.table.metadata
+    where = tree.args.get("where")
+    refuse_subqueries(where, "UPDATE ... WHERE")
     assignments: dict[str, str] = {}
     for item in tree.expressions:
-        if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
+        if not isinstance(item, exp.EQ):
             raise InvalidArgumentError(f"sql(): UPDATE ... SET {_spark(item)}: expected column = expression")
+        column = target_column(item.this, names_of(tree.this), f"UPDATE ... SET {_spark(item)}", meta.name)
         refuse_subqueries(item.expression, "UPDATE ... SET")
-        assignments[item.this.name] = _spark(_unqualified(item.expression, names))
-    condition = _spark(_unqualified(where.this, names)) if where is not None else None
-    meta = spark_table.table.metadata
+        assignments[column] = _own_columns(item.expression, tree.this, "UPDATE")
+    condition = _own_columns(where.this, tree.this, "UPDATE") if where is not None else None
     empty = spark_table.spark.createDataFrame([], table_struct(meta))
     check_assignments(empty, meta, assignments, "UPDATE")
     return spark_table.update(condition, assignments, commit=commit)
 
 
 def delete(spark_table: SparkTable, tree: exp.Delete, *, commit: bool) -> Result:
-    names = _target_names(tree.this)
+    refuse_other_parts(tree, ("this", "where"), "DELETE")
+    refuse_table_parts(tree.this, "DELETE")
     where = tree.args.get("where")
     refuse_subqueries(where, "DELETE ... WHERE")
-    for part in ("using", "limit", "order"):
-        if tree.args.get(part):
-            raise InvalidArgumentError(f"sql(): DELETE ... {part.upper()} is not supported")
-    condition = _spark(_unqualified(where.this, names)) if where is not None else None
+    condition = _own_columns(where.this, tree.this, "DELETE") if where is not None else None
     return spark_table.delete(condition, commit=commit)
 
 
@@ -271,37 +281,31 @@ def delete(spark_table: SparkTable, tree: exp.Delete, *, commit: bool) -> Result
 
 
 def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: bool) -> Prepared | Any:
+    refuse_other_parts(tree, ("this", "using", "on", "whens", "with_"), "MERGE")
     target_node: exp.Table = tree.this
+    refuse_table_parts(target_node, "MERGE INTO")
     using = tree.args["using"]
-    source_alias = using.alias or (using.name if isinstance(using, exp.Table) else "")
-    if not source_alias:
+    if isinstance(using, exp.Table):
+        source_query: exp.Expr = exp.select("*").from_(using.copy())
+    elif isinstance(using, exp.Subquery) and using.alias:
+        source_query = using.this
+    elif isinstance(using, exp.Subquery):
         raise InvalidArgumentError("sql(): MERGE INTO ... USING (subquery): give the subquery an alias")
-    # the statement's aliases become the API's: the target `t`, the source `s`
-    renames = {n: merge_api.TARGET for n in _target_names(target_node)}
-    renames[source_alias.lower()] = merge_api.SOURCE
+    else:
+        raise InvalidArgumentError(f"sql(): MERGE ... USING {_spark(using)}: expected a table or a subquery")
+    if not isinstance(tree.args.get("on"), exp.Expr):
+        raise InvalidArgumentError("sql(): MERGE ... ON: expected a condition")
+    # the statement's names for its two tables become the API's: the target `t`, the source `s`
+    sides = {merge_api.TARGET: names_of(target_node), merge_api.SOURCE: names_of(using)}
 
     def aliased(node: exp.Expr | None) -> str | None:
         if node is None:
             return None
         if node.find(exp.Select, exp.Subquery):
             raise InvalidArgumentError(f"sql(): MERGE clause {_spark(node)!r} holds a subquery, which is not supported")
+        return _spark(requalify(node, sides, "MERGE"))
 
-        def rename(n: exp.Expr) -> exp.Expr:
-            if isinstance(n, exp.Column) and n.table and n.table.lower() in renames:
-                return exp.column(n.name, table=renames[n.table.lower()])
-            return n
-
-        return _spark(node.transform(rename, copy=True))
-
-    if isinstance(using, exp.Table):
-        source_query: exp.Expr = exp.select("*").from_(
-            using.copy().as_(source_alias) if not using.alias else using.copy()
-        )
-    elif isinstance(using, exp.Subquery):
-        source_query = using.this
-    else:
-        raise InvalidArgumentError(f"sql(): MERGE ... USING {_spark(using)}: expected a table or a subquery")
-    source = tables.query(source_query)
+    source = tables.query(_with_ctes(source_query, tree.args.get("with_")))
     condition = aliased(tree.args["on"])
     assert condition is not None
     builder = spark_table.merge(source, condition)
@@ -311,13 +315,19 @@ def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: b
         .alias(merge_api.TARGET)
         .crossJoin(source.limit(0).alias(merge_api.SOURCE))
     )
+
+    def column(node: exp.Expr, text: str) -> str:
+        return target_column(node, sides[merge_api.TARGET], f"MERGE {text}", meta.name)
+
     for when in tree.args["whens"].expressions:
-        builder = _add_clause(builder, when, aliased, lambda values: check_assignments(both, meta, values, "MERGE"))
+        builder = _add_clause(
+            builder, when, aliased, column, lambda values: check_assignments(both, meta, values, "MERGE")
+        )
     return builder.execute(commit=commit)
 
 
 def _add_clause(
-    builder: merge_api.MergeBuilder, when: exp.When, aliased: Any, check: Any
+    builder: merge_api.MergeBuilder, when: exp.When, aliased: Any, column: Any, check: Any
 ) -> merge_api.MergeBuilder:
     text = _spark(when)
     if when.args.get("source"):
@@ -332,16 +342,18 @@ def _add_clause(
         if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
             return builder.when_matched_delete(condition)
         if isinstance(then, exp.Update):
+            refuse_other_parts(then, ("expressions",), text)
             if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
                 return builder.when_matched_update_all(condition)
             values: dict[str, str] = {}
             for item in then.expressions:
-                if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):
+                if not isinstance(item, exp.EQ):
                     raise InvalidArgumentError(f"sql(): {text}: expected SET column = expression")
-                values[item.this.name] = aliased(item.expression)
+                values[column(item.this, text)] = aliased(item.expression)
             check(values)
             return builder.when_matched_update(values, condition)
     elif isinstance(then, exp.Insert):
+        refuse_other_parts(then, ("this", "expression"), text)
         if isinstance(then.this, exp.Star):
             return builder.when_not_matched_insert_all(condition)
         columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
@@ -349,18 +361,10 @@ def _add_clause(
         expressions = values_node.expressions if isinstance(values_node, exp.Tuple) else []
         if not columns or len(columns) != len(expressions):
             raise InvalidArgumentError(f"sql(): {text}: INSERT (columns) VALUES (values) must name as many of each")
-        inserted = {c.name: aliased(v) for c, v in zip(columns, expressions, strict=True)}
+        inserted = {column(c, text): aliased(v) for c, v in zip(columns, expressions, strict=True)}
         check(inserted)
         return builder.when_not_matched_insert(inserted, condition)
     raise InvalidArgumentError(
         f"sql(): {text} is not supported; supported: WHEN MATCHED [AND ...] THEN UPDATE SET ... / UPDATE SET * / "
         "DELETE, WHEN NOT MATCHED [AND ...] THEN INSERT * / INSERT (...) VALUES (...)"
     )
-
-
-def target_table(tables: Tables, node: exp.Expr, statement: str) -> Table:
-    if isinstance(node, exp.Schema):
-        node = node.this
-    if not isinstance(node, exp.Table):
-        raise InvalidArgumentError(f"sql(): {statement}: expected a table name, found {_spark(node)!r}")
-    return tables.require(node, statement)

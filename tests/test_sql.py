@@ -583,3 +583,58 @@ def test_comments_drop_and_other_catalogs(spark: SparkSession, catalog: Catalog,
     assert rows(sql(spark, f"SHOW TABLES IN lake LIKE 'zz|{short[:1]}*{short[-1]}'", catalog=catalog)) == [
         ("lake", short, False)
     ]
+
+
+def test_two_tables_with_one_short_name_in_one_query(spark: SparkSession, catalog: Catalog) -> None:
+    """Qualified columns keep meaning the table their full name names, in joins (parenthesised too) and
+    in correlated subqueries, where giving both the short name as alias would let the inner one capture
+    the outer's columns."""
+    short = f"o{next(_n)}"
+    first = catalog.create_table(f"lake.{short}", SCHEMA)
+    second = catalog.create_table(f"arch.{short}", SCHEMA)
+    SparkTable(spark, first).insert_into(spark.createDataFrame(ROWS, SCHEMA))
+    SparkTable(spark, second).insert_into(spark.createDataFrame(ROWS[:2], SCHEMA))
+    a, b = f"lake.{short}", f"arch.{short}"
+    exists = f"SELECT id FROM {a} WHERE EXISTS (SELECT 1 FROM {b} WHERE {b}.id = {a}.id AND {b}.id > 1)"
+    assert rows(sql(spark, exists, catalog=catalog)) == [(2,)]
+    joined = f"SELECT {a}.id FROM ({a} JOIN {b} ON {a}.id = {b}.id)"
+    assert rows(sql(spark, joined, catalog=catalog)) == [(1,), (2,)]
+    same_table = f"SELECT count(*) FROM {a} WHERE id IN (SELECT id FROM {a} WHERE amount > 0)"
+    assert rows(sql(spark, same_table, catalog=catalog)) == [(2,)]
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("SELECT * FROM {t}@v1", "VERSION AS OF"),
+        ("DELETE FROM {t}@v1 WHERE id = 1", "VERSION AS OF"),
+        ("MERGE INTO {t} x USING sql_plain y ON x.id = t.x WHEN MATCHED THEN DELETE", "names neither"),
+        (
+            "MERGE INTO {t} o USING (SELECT 1 AS id) u ON o.id = u.id WHEN MATCHED THEN UPDATE SET * EXCEPT (amount)",
+            "EXCEPT",
+        ),
+        ("WITH c AS (SELECT 1 AS x) INSERT INTO {t} VALUES (1, 'd1', 1.0)", "write the rows as a SELECT"),
+    ],
+)
+def test_more_clauses_refused(spark: SparkSession, catalog: Catalog, statement: str, message: str) -> None:
+    spark.createDataFrame([(1,)], "x INT").createOrReplaceTempView("sql_plain")
+    s, _ = twins(spark, catalog)
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        sql(spark, statement.format(t=s.name), catalog=catalog)
+    assert table_rows(spark, s) == sorted(ROWS)
+
+
+def test_namespaces_ctas_and_add_column(spark: SparkSession, catalog: Catalog, tmp_path: Any) -> None:
+    s, _ = twins(spark, catalog)
+    namespace = s.name.split(".")[0]
+    catalog.create_table(f"default.{namespace}", "id BIGINT")  # a table named like the namespace
+    sql(spark, f"DROP DATABASE IF EXISTS {namespace}", catalog=catalog)  # Spark's (no such database): not refused
+    sql(
+        spark,
+        f"CREATE TABLE sql_ctas USING parquet LOCATION '{tmp_path}/ctas' AS SELECT * FROM {s.name}",
+        catalog=catalog,
+    )
+    assert spark.table("sql_ctas").count() == 4
+    spark.sql("DROP TABLE sql_ctas")
+    sql(spark, f"ALTER TABLE {s.name} ADD COLUMN note STRING", catalog=catalog)
+    assert catalog.table(s.name).metadata.column_names[-1] == "note"

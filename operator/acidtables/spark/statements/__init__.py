@@ -126,6 +126,8 @@ def _reads_acidtables(tables: Tables, tree: exp.Expr) -> bool:
     return any(tables.resolve(t) is not None for t in tree.find_all(exp.Table) if t.name)
 
 
+#: statement kinds whose names are namespaces or functions (sqlglot parses them as tables)
+_NOT_TABLES = frozenset({"DATABASE", "SCHEMA", "NAMESPACE", "FUNCTION", "CATALOG", "MACRO"})
 #: dotted names in a statement sqlglot keeps as opaque text (SHOW TBLPROPERTIES t, EXPLAIN ..., MSCK ...)
 _DOTTED_NAME = re.compile(r"`?([A-Za-z_][\w]*)`?\.`?([A-Za-z_][\w]*)`?")
 
@@ -136,13 +138,17 @@ def _elsewhere(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: s
     FROM an acidtables table, INSERT OVERWRITE DIRECTORY). Anything else that names an acidtables table
     is refused: Spark would not find the table, or would keep a name that outlives its pinned snapshot
     (CREATE VIEW; use `sql(...)`'s DataFrame and createOrReplaceTempView instead)."""
+    kind = str(tree.args.get("kind") or "").upper()
+    if isinstance(tree, exp.Use) or kind in _NOT_TABLES:
+        return spark.sql(statement)  # names a namespace or a function, never a table
     named = _reads_acidtables(tables, tree)
     if isinstance(tree, exp.Command):
         text = spark_sql(tree)
         named = any(tables.resolve(exp.table_(t, db=d)) is not None for d, t in _DOTTED_NAME.findall(text))
     if not named:
         return spark.sql(statement)
-    if isinstance(tree, exp.Query | exp.Insert):
+    ctas = isinstance(tree, exp.Create) and kind == "TABLE" and tree.expression is not None
+    if isinstance(tree, exp.Query | exp.Insert) or ctas:  # these keep data, not the statement's text
         return tables.query(tree)
     raise InvalidArgumentError(
         f"sql(): {statement.strip()!r} names an acidtables table but is not a statement acidtables runs "

@@ -39,9 +39,20 @@ def refuse_other_parts(node: exp.Expr, used: Iterable[str], statement: str) -> N
         raise InvalidArgumentError(f"sql(): {statement}: {shown!r} is not supported here")
 
 
+def refuse_parameter_alias(node: exp.Table) -> None:
+    """Delta Lake's `t@v2` time travel, which sqlglot reads as an alias: not supported, never ignored."""
+    alias = node.args.get("alias")
+    if alias is not None and alias.this is not None and not isinstance(alias.this, exp.Identifier):
+        raise InvalidArgumentError(
+            f"sql(): {spark_sql(node)}: the `table@v<version>` form is not supported; write "
+            f"{node.name} VERSION AS OF <version>"
+        )
+
+
 def refuse_table_parts(node: exp.Table, statement: str, *, partition: bool = False) -> None:
     """A table a statement writes or alters: a name (and an alias, and a PARTITION clause where the
     statement takes one), nothing a reader would add (a version, a sample, a pivot)."""
+    refuse_parameter_alias(node)
     if node.args.get("version") is not None:
         raise InvalidArgumentError(
             f"sql(): {statement}: {spark_sql(node.args['version'])}: a write acts on the table's current version; "
@@ -99,6 +110,10 @@ def requalify(node: exp.Expr, sides: dict[str, set[tuple[str, ...]]], statement:
                 f"sql(): {statement}: {spark_sql(n)} could name a column of either table; give them different aliases"
             )
         if not found:
+            if n.parts[0].name.lower() in {k for k in sides if k}:
+                raise InvalidArgumentError(
+                    f"sql(): {statement}: {spark_sql(n)}: {n.parts[0].name} names neither of the statement's tables"
+                )
             return n
         [(new, rest)] = found.items()
         return path_expression(new or None, rest)

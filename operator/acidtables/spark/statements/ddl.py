@@ -95,7 +95,7 @@ def _column(item: exp.Expr, statement: str, *, added: bool) -> tuple[Column, boo
             comment = kind.name
         elif isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null") and not added:
             nullable = False
-        elif isinstance(kind, exp.PrimaryKeyColumnConstraint) and not added:
+        elif isinstance(kind, exp.PrimaryKeyColumnConstraint) and not added and not kind.args.get("options"):
             key, nullable = True, False
         else:
             supported = "COMMENT (an added column is nullable)" if added else "NOT NULL, PRIMARY KEY, COMMENT"
@@ -125,6 +125,7 @@ def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
     for item in schema.expressions:
         constraint = item.expressions[0] if isinstance(item, exp.Constraint) and len(item.expressions) == 1 else item
         if isinstance(constraint, exp.PrimaryKey):
+            refuse_other_parts(constraint, ("expressions", "include"), "CREATE TABLE ... PRIMARY KEY")
             keys[spark_sql(item)] = [k.name for k in constraint.expressions]
             continue
         column, key, comment = _column(item, "CREATE TABLE", added=False)
@@ -195,6 +196,8 @@ def alter(catalog: Catalog, table_name: str, actions: list[exp.Expr]) -> Any:
     if len(actions) != 1:
         raise InvalidArgumentError("sql(): ALTER TABLE takes one action at a time here")
     [action] = actions
+    if isinstance(action, exp.ColumnDef):  # ADD COLUMN c TYPE
+        action = exp.Schema(expressions=[action])
     if isinstance(action, exp.Schema):  # ADD COLUMNS (...)
         columns, comments = [], {}
         for item in action.expressions:

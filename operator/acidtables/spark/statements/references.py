@@ -14,6 +14,7 @@ once Spark has analysed the statement (the analysed plan holds the files, not th
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from sqlglot import exp
 from acidtables.core import Catalog, InvalidArgumentError, Snapshot, Table, TableNotFoundError
 
 from ..reads import read_snapshot
+from .clauses import column_path, path_expression, refuse_parameter_alias
 
 #: the catalog part that names acidtables explicitly: `acidtables.sales.orders`
 CATALOG_NAME = "acidtables"
@@ -123,40 +125,46 @@ class Tables:
         return self._pins.get((table.table_id, "", ""))
 
     def rewrite(self, tree: exp.Expr) -> exp.Expr:
-        """`tree` with each acidtables table reference replaced by its pinned view. Only the name
-        changes: the alias (or else the table's own name, so `orders.id` still resolves), a column
-        alias list, TABLESAMPLE, PIVOT and the rest of the reference stay; columns qualified by an
-        unaliased table's full name (`sales.orders.id`) are qualified by that name instead."""
+        """A copy of `tree` with each acidtables table reference pointing at its pinned view. Only the
+        name changes: the alias, a column alias list, TABLESAMPLE, PIVOT and the rest of the reference
+        stay. An unaliased reference keeps answering to its full name (`sales.orders.id`) and, when no
+        other table of the statement has that short name, to its short name (`orders.id`); a qualified
+        column that could mean either of two tables fails to resolve in Spark rather than being read
+        from the wrong one."""
+        rewritten = tree.copy()
+        tables = [t for t in rewritten.find_all(exp.Table) if t.name and not _is_write_target(t)]
+        short_names = Counter(t.name.lower() for t in tables)
+        paths = Counter(tuple(p.name.lower() for p in t.parts) for t in tables)
         full_names: dict[tuple[str, ...], str] = {}
-
-        def replace(node: exp.Expr) -> exp.Expr:
-            if not isinstance(node, exp.Table) or not node.name:
-                return node
+        for number, node in enumerate(tables):
             table = self.resolve(node)
             if table is None:
-                return node
+                continue
+            refuse_parameter_alias(node)
             pin = self.pin(table, node.args.get("version"))
-            view = node.copy()
+            alias = node.alias
+            parts = tuple(p.name.lower() for p in node.parts)
             for part in ("db", "catalog", "version"):
-                view.set(part, None)
-            view.set("this", exp.to_identifier(pin.view))
-            if not node.alias:
-                view.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
-                parts = tuple(p.name.lower() for p in node.parts)
+                node.set(part, None)
+            node.set("this", exp.to_identifier(pin.view))
+            if alias:
+                continue
+            # its short name, unless another table of the statement has it too: then a name of its own,
+            # reachable through the full name only (and not even that when the full name repeats)
+            own = parts[-1] if short_names[parts[-1]] == 1 else f"_acid_ref{number}"
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(own)))
+            if paths[parts] == 1:
                 for i in range(len(parts) - 1):
-                    full_names[parts[i:]] = node.name
-            return view
-
-        def qualify(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Column) and node.args.get("db") is not None:
-                path = [node.args[k] for k in ("catalog", "db", "table") if node.args.get(k) is not None]
-                alias = full_names.get(tuple(p.name.lower() for p in path))
-                if alias is not None:
-                    return exp.Column(this=node.this.copy(), table=exp.to_identifier(alias))
-            return node
-
-        rewritten = tree.transform(replace, copy=True)
-        return rewritten.transform(qualify, copy=False) if full_names else rewritten
+                    full_names[parts[i:]] = own
+        if full_names:
+            for column in list(rewritten.find_all(exp.Column)):
+                path = column_path(column)
+                for length in (3, 2):
+                    qualifier = full_names.get(tuple(p.name.lower() for p in path[:length]))
+                    if qualifier is not None and len(path) > length:
+                        column.replace(path_expression(qualifier, path[length:]))
+                        break
+        return rewritten
 
     @contextmanager
     def views(self) -> Iterator[None]:
@@ -173,8 +181,7 @@ class Tables:
 
     def query(self, tree: exp.Expr) -> DataFrame:
         """A query over acidtables tables (and anything else Spark knows) as one analysed DataFrame."""
-        rewritten = self.rewrite(tree)
-        text = rewritten.sql(dialect="spark")
+        text = self.rewrite(tree).sql(dialect="spark")
         with self.views():
             return self.spark.sql(text)
 
@@ -208,3 +215,11 @@ def _version_clause(spark: SparkSession, version: exp.Version | None) -> tuple[s
         instant = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(row[0]))
         return kind, instant.isoformat()
     raise InvalidArgumentError(f"sql(): {version.sql(dialect='spark')}: use VERSION AS OF or TIMESTAMP AS OF")
+
+
+def _is_write_target(node: exp.Table) -> bool:
+    """The table an INSERT writes (not part of the query's scope)."""
+    parent = node.parent
+    if isinstance(parent, exp.Schema):
+        parent = parent.parent
+    return isinstance(parent, exp.Insert) and parent.this in (node, node.parent)

@@ -135,6 +135,10 @@ def _with_ctes(query: exp.Expr, statement_with: exp.Expr | None) -> exp.Expr:
     """A leading `WITH c AS (...) INSERT ...` / `MERGE ...` belongs to the query the write reads."""
     if statement_with is None:
         return query
+    if not isinstance(query, exp.Query):
+        raise InvalidArgumentError(
+            "sql(): WITH ... INSERT ... VALUES: the CTEs belong to a query; write the rows as a SELECT"
+        )
     query = query.copy()
     own = query.args.get("with_")
     merged = [*(statement_with.expressions), *(own.expressions if own is not None else [])]
@@ -344,6 +348,7 @@ def _add_clause(
         if isinstance(then, exp.Update):
             refuse_other_parts(then, ("expressions",), text)
             if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
+                refuse_other_parts(then.expressions[0], (), text)
                 return builder.when_matched_update_all(condition)
             values: dict[str, str] = {}
             for item in then.expressions:
@@ -355,6 +360,7 @@ def _add_clause(
     elif isinstance(then, exp.Insert):
         refuse_other_parts(then, ("this", "expression"), text)
         if isinstance(then.this, exp.Star):
+            refuse_other_parts(then.this, (), text)
             return builder.when_not_matched_insert_all(condition)
         columns = then.this.expressions if isinstance(then.this, exp.Tuple) else []
         values_node = then.expression

@@ -49,13 +49,23 @@ class Staged(Protocol):
 
 
 def commit(
-    services: Services, intent: CommitRecord, *, snapshot: Snapshot, expected_revision: int, staged: Staged
+    services: Services,
+    intent: CommitRecord,
+    *,
+    snapshot: Snapshot,
+    expected_revision: int,
+    staged: Staged,
+    reads_since: int | None = None,
 ) -> CommitInfo:
     """Make `intent` (read at `snapshot`, whose head had `expected_revision`) the table's next version:
     compare-and-swap, and on a lost compare judge the winners and rebase, bounded (the etcd STM shape,
     pyiceberg's `commit_table(table, requirements, updates)`). Returns what landed; raises the policy's
-    conflict, CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown."""
-    return _Committer(services, intent, snapshot, expected_revision, staged).run()
+    conflict, CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown. `reads_since`: the
+    version some of the intent's reads saw, when older than the snapshot's (see Transaction.record_read)."""
+    committer = _Committer(services, intent, snapshot, expected_revision, staged)
+    if reads_since is not None and reads_since < snapshot.version:
+        committer.judge_commits_the_reads_missed(reads_since)
+    return committer.run()
 
 
 class _Committer:
@@ -180,6 +190,17 @@ class _Committer:
                 landed = self._absorb(self.services.coordinator.read_head_and_log(self.table_id, self.base_version))
                 if landed is not None:
                     return self._finish(landed)
+
+    def judge_commits_the_reads_missed(self, since: int) -> None:
+        """The job read the table at `since`, before the version it writes on: each commit in between is
+        judged against what it read, as a concurrent one would be. They are already in its base, so
+        nothing is rebased; a conflict fails the commit before any compare-and-swap."""
+        for entry in self.log.read(since, self.read_version):
+            earlier = self._decode(entry)
+            verdict = judge(earlier, self.intent, self.meta)
+            if isinstance(verdict, ConcurrentModificationException):
+                self._fail(verdict)
+                raise verdict
 
     def _absorb(self, result: CasResult) -> CommitRecord | None:
         """Judge the winning commits in log order and rebase onto them (conflict-rules §1.4).

@@ -99,6 +99,8 @@ class Transaction:
         self._adds: dict[str, DataFile] = {}
         self._removes: dict[str, DataFile] = {}
         self._reads = _Reads()
+        #: the oldest version a recorded read saw, when older than read_version (record_read)
+        self._reads_as_of: int | None = None
         self._scope: Scope | None = None
         self._app_ids: dict[str, int] = {}
         self._new_metadata: TableMetadata | None = None
@@ -247,10 +249,27 @@ class Transaction:
         return files
 
     def record_read(
-        self, *, predicate: str | Expr | None = None, files: Iterable[DataFile | str] = (), whole_table: bool = False
+        self,
+        *,
+        predicate: str | Expr | None = None,
+        files: Iterable[DataFile | str] = (),
+        whole_table: bool = False,
+        as_of_version: int | None = None,
     ) -> None:
-        """Record reads done outside `scan` (e.g. a Spark job that filtered files itself)."""
+        """Record reads done outside `scan` (e.g. a Spark job that filtered files itself).
+
+        `as_of_version`: the version those reads saw, when older than this transaction's (a DataFrame
+        read before the transaction began). The commit then judges the commits since that version
+        against the reads too, as it judges concurrent ones: they are already in this transaction's
+        base, but the job did not see them."""
         self._check_open("record_read")
+        if as_of_version is not None:
+            if not isinstance(as_of_version, int) or isinstance(as_of_version, bool) or as_of_version < 0:
+                raise InvalidArgumentError(
+                    f"record_read(): as_of_version must be a whole number 0 or more, found {as_of_version!r}"
+                )
+            if as_of_version < self.read_version:
+                self._reads_as_of = min(as_of_version, self._reads_as_of or as_of_version)
         if isinstance(predicate, str):
             parsed = self._parse(predicate, "record_read")
             if parsed is None:
@@ -455,6 +474,7 @@ class Transaction:
                 snapshot=self.snapshot,
                 expected_revision=self.head_revision,
                 staged=_Staged(self),
+                reads_since=self._reads_as_of,
             )
         except CorruptMetadataError as exc:
             self._closed = True

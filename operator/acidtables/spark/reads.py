@@ -23,14 +23,18 @@ from .schema import DELETE, OP_COLUMN, table_struct
 CHANGE_TYPE, CHANGE_VERSION, CHANGE_TIME = "_change_type", "_commit_version", "_commit_timestamp"
 
 
-def read_snapshot(spark: SparkSession, table: Table, snapshot: Snapshot, where: str | None = None) -> DataFrame:
+def read_snapshot(
+    spark: SparkSession, table: Table, snapshot: Snapshot, where: str | None = None, *, latest: bool = False
+) -> DataFrame:
+    """`latest`: the snapshot was read as the table's current version (not by time travel), so a write
+    on a later version whose source this is has the commits in between judged (scan.SNAPSHOT_OPTION)."""
     meta = snapshot.metadata
     if where is not None:
         if not isinstance(where, str):
             raise InvalidArgumentError(f"read(): where must be a SQL string, found {type(where).__name__}")
         validate_condition(spark, meta, where, "read")
     expr = parse_predicate(where, meta.column_types) if where else None
-    df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr), version=snapshot.version)
+    df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr), version=snapshot.version, latest=latest)
     return df.filter(F.expr(where)) if where else df
 
 
@@ -42,7 +46,8 @@ def read(
     timestamp: TimeLike | None = None,
     where: str | None = None,
 ) -> DataFrame:
-    return read_snapshot(spark, table, table.snapshot(version=version, timestamp=timestamp), where)
+    latest = version is None and timestamp is None
+    return read_snapshot(spark, table, table.snapshot(version=version, timestamp=timestamp), where, latest=latest)
 
 
 def _change_rows(

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from urllib.parse import unquote
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -158,6 +158,17 @@ def _known_file(column: str) -> Column:
     return F.when(F.col(FILE).isNull(), unknown).otherwise(F.col(column)).alias(column)
 
 
+#: the reader option naming the snapshot a read of the latest version saw, `<table id>@<version>`:
+#: Parquet ignores it, and a write whose source DataFrame reads its own table finds it in the plan
+#: (spark.source_reads) and has the commits since that version judged too. Time travel and change reads
+#: do not carry it: an old version read on purpose is not a read that missed later commits.
+SNAPSHOT_OPTION = "acidtables.snapshot"
+
+
+def _reader(spark: SparkSession, meta: TableMetadata, version: int, latest: bool) -> DataFrameReader:
+    return spark.read.option(SNAPSHOT_OPTION, f"{meta.table_id}@{version}") if latest else spark.read
+
+
 def read_files(
     spark: SparkSession,
     meta: TableMetadata,
@@ -166,6 +177,7 @@ def read_files(
     *,
     version: int,
     keep_helpers: bool = False,
+    latest: bool = False,
 ) -> DataFrame:
     """The rows of `files` (of version `version`) with partition columns from the log, deletion vectors
     applied.
@@ -191,11 +203,12 @@ def read_files(
     paths = [storage.absolute(f.path) for f in files]
     plain = not keep_helpers and not any(f.deletion_vector for f in files)
     if plain and not meta.partition_by:
-        return spark.read.schema(file_struct(meta)).parquet(*paths).select(*columns)
+        return _reader(spark, meta, version, latest).schema(file_struct(meta)).parquet(*paths).select(*columns)
     if plain and _directories_agree(meta, storage, files):
-        scan = spark.read.schema(_layout_struct(meta)).option("basePath", storage.data_root()).parquet(*paths)
+        reader = _reader(spark, meta, version, latest).schema(_layout_struct(meta))
+        scan = reader.option("basePath", storage.data_root()).parquet(*paths)
         return scan.select(*columns)
-    scan = spark.read.schema(file_struct(meta)).parquet(*paths)
+    scan = _reader(spark, meta, version, latest).schema(file_struct(meta)).parquet(*paths)
     entries = _file_entries(spark, meta, storage, files, scan)
     df = scan.select("*", F.col("_metadata.file_path").alias(_SPARK_PATH), F.col("_metadata.row_index").alias(ROW))
     df = df.join(F.broadcast(entries), _SPARK_PATH, "left")
@@ -256,16 +269,17 @@ def read_snapshot_rows(
     *,
     version: int,
     keep_helpers: bool = False,
+    latest: bool = False,
 ) -> DataFrame:
     """What a reader sees of `files` of version `version`: for primary-key tables after merge-on-read,
     unless every file is a base file (major-compacted: one live row per key), where the window is
     skipped. Missing files fail the plan (`read_files`)."""
     if not meta.primary_key:
-        return read_files(spark, meta, storage, files, version=version, keep_helpers=keep_helpers)
+        return read_files(spark, meta, storage, files, version=version, keep_helpers=keep_helpers, latest=latest)
     if all(f.kind is FileKind.BASE for f in files) and not keep_helpers:
         # major-compacted: one live row per key already, so no merge and no helper columns
-        return read_files(spark, meta, storage, files, version=version)
-    raw = read_files(spark, meta, storage, files, version=version, keep_helpers=True)
+        return read_files(spark, meta, storage, files, version=version, latest=latest)
+    raw = read_files(spark, meta, storage, files, version=version, keep_helpers=True, latest=latest)
     live = raw if all(f.kind is FileKind.BASE for f in files) else merge_on_read(raw, meta)
     if keep_helpers:
         return live

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from acidtables.core import DataFile, Expr, Transaction, might_match, parse_predicate
 
 from .files import file_key, without_file_scheme
+from .scan import SNAPSHOT_OPTION
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,10 @@ class SourceReads:
     """The reads of one table found in a DataFrame's plan."""
 
     predicates: list[Expr] = field(default_factory=list)
-    files: list[DataFile] = field(default_factory=list)
+    files: list[DataFile | str] = field(default_factory=list)
     whole_table: bool = False
+    #: the oldest version a scan read, when older than the transaction's (a DataFrame read before it began)
+    as_of: int | None = None
 
     @property
     def any(self) -> bool:
@@ -89,10 +92,29 @@ def _scan_reads(scan: Any, tx: Transaction) -> SourceReads | None:
     predicate = parse_predicate(" AND ".join(filters), meta.column_types) if filters else None
     listed = {unquote(without_file_scheme(str(p))) for p in scan.relation().location().inputFiles()}
     live = [f for f in tx.snapshot.files if file_key(tx.storage, f) in listed]
+    as_of = _snapshot_read(scan, tx)
+    # files of an older snapshot that are gone at the transaction's version: read all the same (a commit
+    # in between removed them, and rule 5 must see that the job read them)
+    gone: list[DataFile | str] = []
+    if as_of is not None:
+        known = {file_key(tx.storage, f) for f in live}
+        gone = [p for p in sorted(listed - known) if _under(p, location)]
     if predicate is None:
-        return SourceReads(files=live, whole_table=True)
+        return SourceReads(files=[*live, *gone], whole_table=True, as_of=as_of)
     read = [f for f in live if might_match(predicate, f.bounds())]
-    return SourceReads(predicates=[predicate], files=read)
+    return SourceReads(predicates=[predicate], files=[*read, *gone], as_of=as_of)
+
+
+def _snapshot_read(scan: Any, tx: Transaction) -> int | None:
+    """The version of `tx`'s table the scan read, from SparkTable.read's reader option, when it is older
+    than the version the transaction starts from; None otherwise or when the scan does not say."""
+    options = scan.relation().options()
+    if not options.contains(SNAPSHOT_OPTION):
+        return None
+    table_id, _, version = str(options.apply(SNAPSHOT_OPTION)).rpartition("@")
+    if table_id != tx.metadata.table_id or not version.isdigit():
+        return None
+    return int(version) if int(version) < tx.read_version else None
 
 
 def _names_table(relation: Any, tx: Transaction) -> bool:
@@ -119,6 +141,8 @@ def find_source_reads(df: DataFrame, tx: Transaction) -> SourceReads:
             found.predicates += reads.predicates
             found.files += reads.files
             found.whole_table = found.whole_table or reads.whole_table
+            if reads.as_of is not None:
+                found.as_of = reads.as_of if found.as_of is None else min(found.as_of, reads.as_of)
     for leaf in _leaves(execution.optimizedPlan()):
         if leaf.getClass().getSimpleName() == _DATA_SOURCE_SCAN and _names_table(leaf.relation(), tx):
             found.whole_table = True
@@ -134,7 +158,7 @@ def record_source_reads(df: DataFrame, tx: Transaction) -> bool:
         return False
     for predicate in reads.predicates:
         tx.record_read(predicate=predicate)
-    tx.record_read(files=reads.files, whole_table=reads.whole_table)
+    tx.record_read(files=reads.files, whole_table=reads.whole_table, as_of_version=reads.as_of)
     logger.debug(
         "%s: txn %s (read version %d) read its own table in its source: %d scan predicate(s), %d file(s)%s",
         tx.table_name,

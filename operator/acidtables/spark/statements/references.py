@@ -172,7 +172,8 @@ class Tables:
         created: list[str] = []
         try:
             for pin in list(self._pins.values()):
-                read_snapshot(self.spark, pin.table, pin.snapshot).createOrReplaceTempView(pin.view)
+                latest = pin is self.current_pin(pin.table)
+                read_snapshot(self.spark, pin.table, pin.snapshot, latest=latest).createOrReplaceTempView(pin.view)
                 created.append(pin.view)
             yield
         finally:

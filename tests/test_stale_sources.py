@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from tests.jobs import insert_into
 from tests.spark_jobs import SCHEMA, make, rows
 
 from acidtables import Catalog
@@ -48,3 +49,18 @@ def test_commits_elsewhere_and_time_travel_sources_still_commit(spark: SparkSess
     t.delete("dt = 'a'")
     restored = t.insert_into(t.read(version=first, where="dt = 'a'"))
     assert restored.version == t.table.version and len([r for r in rows(t) if r[1] == "a"]) == 4
+
+
+def test_reads_as_of_version_0_and_a_later_one_are_judged_from_version_0(catalog: Catalog) -> None:
+    """The oldest version the reads saw counts, version 0 included: a conflicting commit at version 1
+    fails the job even when another of its reads saw version 1."""
+    table = catalog.create_table(
+        "stale.zero", "id BIGINT, dt STRING", partition_by=["dt"], isolation_level="Serializable"
+    )
+    insert_into(table, "p1").tx.commit()  # version 1: into what the job read at version 0
+    insert_into(table, "p2").tx.commit()  # version 2: elsewhere
+    job = insert_into(table, "p3")  # starts at version 2
+    job.tx.record_read(predicate="dt = 'p1'", as_of_version=0)
+    job.tx.record_read(predicate="dt = 'p9'", as_of_version=1)
+    with pytest.raises(ConcurrentModificationException, match="CONCURRENT_APPEND"):
+        job.tx.commit()

@@ -52,6 +52,8 @@ class _Reads:
     predicates: list[Expr] = field(default_factory=list)
     files: dict[str, None] = field(default_factory=dict)  # ordered set
     whole_table: bool = False
+    #: the oldest version a recorded read saw, when older than the transaction's (record_read)
+    as_of: int | None = None
 
 
 class _Staged:
@@ -99,8 +101,6 @@ class Transaction:
         self._adds: dict[str, DataFile] = {}
         self._removes: dict[str, DataFile] = {}
         self._reads = _Reads()
-        #: the oldest version a recorded read saw, when older than read_version (record_read)
-        self._reads_as_of: int | None = None
         self._scope: Scope | None = None
         self._app_ids: dict[str, int] = {}
         self._new_metadata: TableMetadata | None = None
@@ -269,7 +269,8 @@ class Transaction:
                     f"record_read(): as_of_version must be a whole number 0 or more, found {as_of_version!r}"
                 )
             if as_of_version < self.read_version:
-                self._reads_as_of = min(as_of_version, self._reads_as_of or as_of_version)
+                earliest = self._reads.as_of
+                self._reads.as_of = as_of_version if earliest is None else min(earliest, as_of_version)
         if isinstance(predicate, str):
             parsed = self._parse(predicate, "record_read")
             if parsed is None:
@@ -474,7 +475,7 @@ class Transaction:
                 snapshot=self.snapshot,
                 expected_revision=self.head_revision,
                 staged=_Staged(self),
-                reads_since=self._reads_as_of,
+                reads_since=self._reads.as_of,
             )
         except CorruptMetadataError as exc:
             self._closed = True

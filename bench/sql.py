@@ -12,19 +12,16 @@ the API call a statement maps onto.
 from __future__ import annotations
 
 import statistics
-import time
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
 
 from acidtables.spark import sql
 from acidtables.spark.statements.dialect import parse_statement
 
 from .report import Figure
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from .spark import Bench
+from .spark import Bench, frame, timed
 
 #: one statement of each kind; {t} is a table name
 STATEMENTS = {
@@ -45,21 +42,10 @@ ROUNDS = 5
 
 
 def _median_us(statement: str) -> float:
-    samples = []
-    for _ in range(PARSES):
-        t0 = time.perf_counter()
-        parse_statement(statement)
-        samples.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(samples)
+    return statistics.median(timed(partial(parse_statement, statement))[0] * 1e6 for _ in range(PARSES))
 
 
-def _seconds(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def bench_sql(bench: Bench, frame: Any) -> None:
+def bench_sql(bench: Bench) -> None:
     parse = {kind: _median_us(text.format(t="bench.orders")) for kind, text in STATEMENTS.items()}
     slowest = max(parse, key=lambda k: parse[k])
     bench.report.add(
@@ -80,7 +66,7 @@ def bench_sql(bench: Bench, frame: Any) -> None:
         timings: dict[str, list[float]] = {"update sql": [], "update api": [], "read sql": [], "read api": []}
         catalog = bench.catalog
         for round_ in range(ROUNDS):
-            steps = [
+            steps: list[tuple[str, Callable[[], object]]] = [
                 ("update sql", partial(sql, bench.session, f"UPDATE {by_sql.name} SET amount = amount + 1 "
                                        "WHERE id % 100 = 0", catalog=catalog)),
                 ("update api", partial(by_api.update, "id % 100 = 0", {"amount": "amount + 1"})),
@@ -89,7 +75,7 @@ def bench_sql(bench: Bench, frame: Any) -> None:
                 ("read api", lambda: by_api.read(where="dt = '2026-11-03'").collect()),
             ]  # fmt: skip
             for label, step in steps[round_ % 2 :] + steps[: round_ % 2]:
-                timings[label].append(_seconds(step))
+                timings[label].append(timed(step)[0])
         for what in ("update", "read"):
             through_sql, through_api = timings[f"{what} sql"], timings[f"{what} api"]
             bench.report.add(

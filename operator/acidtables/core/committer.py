@@ -196,11 +196,16 @@ class _Committer:
         judged against what it read, as a concurrent one would be. They are already in its base, so
         nothing is rebased; a conflict fails the commit before any compare-and-swap."""
         for entry in self.log.read(since, self.read_version):
-            earlier = self._decode(entry)
-            verdict = judge(earlier, self.intent, self.meta)
-            if isinstance(verdict, ConcurrentModificationException):
-                self._fail(verdict)
-                raise verdict
+            self._judged(self._decode(entry))
+
+    def _judged(self, earlier: CommitRecord) -> CommitRecord:
+        """Our intent judged against a commit it did not see (§13.1 / the matrices): rebased onto it, or
+        the policy's conflict raised once the staged files are given up."""
+        verdict = judge(earlier, self.intent, self.meta)
+        if isinstance(verdict, ConcurrentModificationException):
+            self._fail(verdict)
+            raise verdict
+        return verdict
 
     def _absorb(self, result: CasResult) -> CommitRecord | None:
         """Judge the winning commits in log order and rebase onto them (conflict-rules §1.4).
@@ -224,12 +229,8 @@ class _Committer:
                 continue
             if winner.txn_id == self.txn_id:
                 return winner
-            verdict = judge(winner, self.intent, self.meta)
-            if isinstance(verdict, ConcurrentModificationException):
-                self._fail(verdict)
-                raise verdict
+            self.intent = self._judged(winner)
             self.winners.append(winner)
-            self.intent = verdict
             self.base_version = winner.version
             if winner.time_version is not None:
                 self.base_time = winner.time_version

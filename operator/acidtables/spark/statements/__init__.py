@@ -18,6 +18,7 @@ from sqlglot import exp
 from acidtables.core import AcidTablesError, Catalog, InvalidArgumentError, Table, TableNotFoundError
 
 from ..prepared import Prepared
+from ..reads import history
 from ..table import SparkTable
 from . import ddl, describe, writes
 from .clauses import column_path, refuse_other_parts, refuse_table_parts, spark_sql
@@ -96,7 +97,7 @@ def _run(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Expr, 
         refuse_other_parts(tree, ("this", "style", "kind"), "DESCRIBE")
         style = str(tree.args.get("style") or "").upper()
         if style == "HISTORY":
-            return describe.describe_history(spark, described)
+            return history(spark, described)
         if style == "DETAIL":
             return describe.describe_detail(spark, described)
         return describe.describe_columns(spark, described)
@@ -221,9 +222,9 @@ def _write(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str, 
     node = tree.expressions[0] if isinstance(tree, exp.TruncateTable) else tree.this
     if isinstance(node, exp.Schema):
         node = node.this
-    if not isinstance(node, exp.Table) or tables.resolve(node) is None:
+    table = tables.resolve(node) if isinstance(node, exp.Table) else None
+    if table is None:
         return _elsewhere(spark, tables, tree, statement)
-    table = tables.require(node, type(tree).__name__.upper())
     target = SparkTable(spark, table)
     prepared: Prepared
     if isinstance(tree, exp.Insert):

@@ -1,9 +1,10 @@
-"""DESCRIBE HISTORY, DESCRIBE DETAIL, DESCRIBE [TABLE] [EXTENDED] and SHOW TABLES as DataFrames.
+"""DESCRIBE DETAIL, DESCRIBE [TABLE] [EXTENDED] and SHOW TABLES as DataFrames (DESCRIBE HISTORY is
+SparkTable.history's own reads.history).
 
-DESCRIBE HISTORY is SparkTable.history(); DESCRIBE DETAIL is one row in the spirit of Delta Lake's
-(format, id, name, location, partition columns, files, bytes, properties) plus what an acidtables table
-adds (version, time version, primary key, conflict policy, isolation level, rows); DESCRIBE lists
-columns as Spark does (col_name, data_type in lower case, comment) with the partitioning after them.
+DESCRIBE DETAIL is one row in the spirit of Delta Lake's (format, id, name, location, partition columns,
+files, bytes, properties) plus what an acidtables table adds (version, time version, primary key,
+conflict policy, isolation level, rows); DESCRIBE lists columns as Spark does (col_name, data_type in
+lower case, comment) with the partitioning after them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pyspark.sql import types as T
 
 from acidtables.core import Catalog, Table, to_datetime
 
-from ..reads import history
 from .ddl import COMMENT_PROPERTY
 
 DETAIL = T.StructType(
@@ -53,10 +53,6 @@ TABLES = T.StructType(
         T.StructField("isTemporary", T.BooleanType()),
     ]
 )
-
-
-def describe_history(spark: SparkSession, table: Table) -> DataFrame:
-    return history(spark, table)
 
 
 def describe_detail(spark: SparkSession, table: Table) -> DataFrame:

@@ -27,13 +27,11 @@ from .references import Tables
 
 Result = Any  # CommitInfo, or Prepared with commit=False
 
-_spark = spark_sql
-
 
 def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
     if node is not None and node.find(exp.Select, exp.Subquery):
         raise InvalidArgumentError(
-            f"sql(): {where} {_spark(node)!r} holds a subquery, which UPDATE and DELETE do not take; "
+            f"sql(): {where} {spark_sql(node)!r} holds a subquery, which UPDATE and DELETE do not take; "
             "write it as MERGE INTO ... USING (subquery) ON ..."
         )
 
@@ -41,7 +39,7 @@ def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
 def _own_columns(node: exp.Expr, target: exp.Table, statement: str) -> str:
     """An UPDATE or DELETE expression as the API evaluates it, against the table's own columns:
     columns qualified by the target (its alias, or its name with or without namespace) unqualified."""
-    return _spark(requalify(node, {"": names_of(target)}, statement))
+    return spark_sql(requalify(node, {"": names_of(target)}, statement))
 
 
 def partition_spec(partition: exp.Expr | None, meta: TableMetadata, statement: str) -> tuple[dict[str, Any], list[str]]:
@@ -55,12 +53,12 @@ def partition_spec(partition: exp.Expr | None, meta: TableMetadata, statement: s
         column = item.this if isinstance(item, exp.EQ) else item
         if not isinstance(column, exp.Column) or column.name.lower() not in names:
             raise InvalidArgumentError(
-                f"sql(): {statement} PARTITION ({_spark(item)}): {meta.name} is partitioned by "
+                f"sql(): {statement} PARTITION ({spark_sql(item)}): {meta.name} is partitioned by "
                 f"{', '.join(meta.partition_by) or 'nothing'}"
             )
         name = names[column.name.lower()]
         if isinstance(item, exp.EQ):
-            static[name] = _literal(item.expression, f"{statement} PARTITION ({_spark(item)})")
+            static[name] = _literal(item.expression, f"{statement} PARTITION ({spark_sql(item)})")
         else:
             dynamic.append(name)
     return static, dynamic
@@ -78,7 +76,7 @@ def _literal(node: exp.Expr, where: str) -> Any:
             return str(node.this)
         text = str(node.this)
         return int(text) if text.lstrip("-").isdigit() else float(text)
-    raise InvalidArgumentError(f"sql(): {where}: a partition value must be a literal, found {_spark(node)!r}")
+    raise InvalidArgumentError(f"sql(): {where}: a partition value must be a literal, found {spark_sql(node)!r}")
 
 
 def partition_predicate(static: Mapping[str, Any]) -> str | None:
@@ -88,7 +86,7 @@ def partition_predicate(static: Mapping[str, Any]) -> str | None:
     parts = [
         exp.column(k).is_(exp.null()) if v is None else exp.column(k).eq(exp.convert(v)) for k, v in static.items()
     ]
-    return _spark(exp.and_(*parts))
+    return spark_sql(exp.and_(*parts))
 
 
 # --- INSERT -------------------------------------------------------------------------------------------
@@ -156,8 +154,8 @@ def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, state
         raise InvalidArgumentError(f"sql(): {statement} ... REPLACE WHERE is not supported; use INSERT OVERWRITE")
     if isinstance(tree.args.get("source"), exp.Expr):
         raise InvalidArgumentError(
-            f"sql(): {statement} ... TABLE {_spark(tree.args['source'])}: write it as "
-            f"{statement} ... SELECT * FROM {_spark(tree.args['source'])}"
+            f"sql(): {statement} ... TABLE {spark_sql(tree.args['source'])}: write it as "
+            f"{statement} ... SELECT * FROM {spark_sql(tree.args['source'])}"
         )
     refuse_other_parts(tree, ("this", "expression", "overwrite", "by_name", "with_"), statement)
     if tree.expression is None:
@@ -223,7 +221,7 @@ def insert(spark_table: SparkTable, tables: Tables, tree: exp.Insert, *, commit:
         return spark_table.insert_into(rows, commit=commit)
     if dynamic and static:
         raise InvalidArgumentError(
-            f"sql(): {statement} PARTITION ({_spark(target_node.args['partition'])}): give every partition column "
+            f"sql(): {statement} PARTITION ({spark_sql(target_node.args['partition'])}): give every partition column "
             "a value (static) or none (dynamic), not some of each"
         )
     dynamic_mode = bool(dynamic) or (
@@ -262,8 +260,8 @@ def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result
     assignments: dict[str, str] = {}
     for item in tree.expressions:
         if not isinstance(item, exp.EQ):
-            raise InvalidArgumentError(f"sql(): UPDATE ... SET {_spark(item)}: expected column = expression")
-        column = target_column(item.this, names_of(tree.this), f"UPDATE ... SET {_spark(item)}", meta.name)
+            raise InvalidArgumentError(f"sql(): UPDATE ... SET {spark_sql(item)}: expected column = expression")
+        column = target_column(item.this, names_of(tree.this), f"UPDATE ... SET {spark_sql(item)}", meta.name)
         refuse_subqueries(item.expression, "UPDATE ... SET")
         assignments[column] = _own_columns(item.expression, tree.this, "UPDATE")
     condition = _own_columns(where.this, tree.this, "UPDATE") if where is not None else None
@@ -296,7 +294,7 @@ def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: b
     elif isinstance(using, exp.Subquery):
         raise InvalidArgumentError("sql(): MERGE INTO ... USING (subquery): give the subquery an alias")
     else:
-        raise InvalidArgumentError(f"sql(): MERGE ... USING {_spark(using)}: expected a table or a subquery")
+        raise InvalidArgumentError(f"sql(): MERGE ... USING {spark_sql(using)}: expected a table or a subquery")
     if not isinstance(tree.args.get("on"), exp.Expr):
         raise InvalidArgumentError("sql(): MERGE ... ON: expected a condition")
     # the statement's names for its two tables become the API's: the target `t`, the source `s`
@@ -306,8 +304,10 @@ def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: b
         if node is None:
             return None
         if node.find(exp.Select, exp.Subquery):
-            raise InvalidArgumentError(f"sql(): MERGE clause {_spark(node)!r} holds a subquery, which is not supported")
-        return _spark(requalify(node, sides, "MERGE"))
+            raise InvalidArgumentError(
+                f"sql(): MERGE clause {spark_sql(node)!r} holds a subquery, which is not supported"
+            )
+        return spark_sql(requalify(node, sides, "MERGE"))
 
     source = tables.query(_with_ctes(source_query, tree.args.get("with_")))
     condition = aliased(tree.args["on"])
@@ -333,7 +333,7 @@ def merge(spark_table: SparkTable, tables: Tables, tree: exp.Merge, *, commit: b
 def _add_clause(
     builder: merge_api.MergeBuilder, when: exp.When, aliased: Any, column: Any, check: Any
 ) -> merge_api.MergeBuilder:
-    text = _spark(when)
+    text = spark_sql(when)
     if when.args.get("source"):
         raise InvalidArgumentError(
             f"sql(): {text}: WHEN NOT MATCHED BY SOURCE is not supported (the API has no such clause); "

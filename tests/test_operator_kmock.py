@@ -159,6 +159,7 @@ def test_a_succeeded_driver_ends_the_job_and_the_tables_compacting_within_second
     assert job["status"]["phase"] == "Succeeded" and job["status"]["result"]["committedVersion"] == 3
     assert condition(job, "Failed")["status"] == "False"  # type: ignore[index]
     assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+    assert condition(job, "Finished")["status"] == "True"  # type: ignore[index]  # one wait ends on any outcome
     with_condition(op, "acidtables", "orders", "Compacting", "False")
     # the pod's own event steps the job: far inside the 2 s timer tick plus a status round trip
     assert time.monotonic() - ended < 5
@@ -171,9 +172,11 @@ def test_a_failed_driver_without_retries_fails_the_job_with_its_reason(op: Kmock
     ready_table(op)
     create(op, "compactionjobs", job_resource("compact", table="orders", backoffLimit=0))
     driver_pod(op, "compact")
+    assert condition(get(op, "compactionjobs", "compact"), "Finished")["status"] == "False"  # type: ignore[index]
     play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": "executor lost"})
     job = with_condition(op, "compactionjobs", "compact", "Failed")
     assert job["status"]["phase"] == "Failed" and "executor lost" in job["status"]["message"]
+    assert condition(job, "Finished")["status"] == "True"  # type: ignore[index]
     assert "executor lost" in event_with(op, "compact", "Failed")["message"]
 
 
@@ -250,6 +253,42 @@ def test_a_driver_that_cannot_start_for_a_missing_secret_says_so_within_seconds(
     assert condition(job, "Stalled")["reason"] == "CreateContainerConfigError"  # type: ignore[index]
     assert 'secret "etcd-credentials" not found' in job["status"]["message"]
     assert 'secret "etcd-credentials" not found' in event_with(op, "compact", "CreateContainerConfigError")["message"]
+
+
+def unschedulable(op: KmockOperator, message: str) -> None:
+    """Play the scheduler that cannot place the job's driver pod."""
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    status = {"phase": "Pending", "conditions": [scheduled]}
+    op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/compact-driver-1/status", {"status": status})
+
+
+def test_a_driver_no_node_has_room_for_is_stalled_within_seconds_and_says_why(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    driver_pod(op, "compact")
+    started = time.monotonic()
+    unschedulable(op, "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available.")
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert time.monotonic() - started < SECONDS
+    assert condition(job, "Stalled")["reason"] == "Unschedulable"  # type: ignore[index]
+    assert "Insufficient cpu" in condition(job, "Stalled")["message"]  # type: ignore[index]
+    assert job["status"]["phase"] == "Pending"  # room may come: the attempt waits for its start timeout
+    event = event_with(op, "compact", "Unschedulable")
+    assert event["type"] == "Warning" and "Insufficient cpu" in event["message"]
+
+
+def test_a_driver_whose_claim_does_not_exist_fails_the_job_at_once(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    driver_pod(op, "compact")
+    unschedulable(op, '0/1 nodes are available: persistentvolumeclaim "warehouse" not found. preemption: none.')
+    job = with_condition(op, "compactionjobs", "compact", "Failed")
+    assert job["status"]["phase"] == "Failed" and job["status"]["attempts"] == 1  # not retried
+    assert condition(job, "Failed")["reason"] == "ClaimNotFound"  # type: ignore[index]
+    assert condition(job, "Finished")["status"] == "True"  # type: ignore[index]
+    assert "PersistentVolumeClaim warehouse, which does not exist in namespace sales" in job["status"]["message"]
+    assert "not retried" in event_with(op, "compact", "ClaimNotFound")["message"]
+    op.eventually(lambda: not op.objects("v1/pods", NS), "the stuck driver pod deleted", SECONDS)
 
 
 # --- automatic compaction ----------------------------------------------------------------------------

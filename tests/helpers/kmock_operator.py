@@ -1,47 +1,40 @@
 """The operator's real kopf registry against kmock's Kubernetes emulator, with a real etcd: the tier of
 operator tests that runs in CI, where no kube-apiserver can be had (shared/envtest/README.md).
 
-`FakeKube` is kmock's in-memory API server (`KubernetesEmulator`: create, patch, delete, list and
-watch of any resource, finalizers honoured) with the few things a real one does that the operator
-relies on: it fills in uid, creationTimestamp, generation and resourceVersion on create, names objects
-from `generateName` (kopf's Events), and refuses requests a test tells it to refuse (`refuse`), with
-the Status a real API server answers, before it stores anything.
+The emulator is `tests.helpers.fake_kube.FakeKube` (kmock's, with what a real API server fills in,
+label selectors, JSON Patch, a record of the calls and refusals on demand; its docstring says what it
+still does not do). It listens on loopback unless told another address (`host`: the node's address on
+a pod network, for pods in network namespaces of their own), over TLS with a CA of the test's own when
+`tls` is set (as pods reach a real API server, and as Spark's Kubernetes client insists).
 
 `KmockOperator` runs `acidtables.operator.main.run` itself, as `acidtables operator` does (campaign for
 the etcd lease, health server, kopf), on a thread, with its own metrics registry, a health port, a
 small OperatorConfig, and a kubeconfig naming the emulator. Tests talk to the emulator through
 `request(method, path, body)`, which makes it a `tests.helpers.resources.KubeClient`, and wait with
 `eventually` (a deadline, never a sleep).
-
-What kmock does not do, and the tests therefore do not prove: schema validation and CEL rules (the CRD
-tests do), server-side defaults, strategic merge patches (it merges JSON as a merge patch does), label
-selectors on the server side (kopf filters its own), optimistic concurrency (no 409 on a stale
-resourceVersion), RBAC, admission (quota, ServiceAccounts: refused here only by `refuse`), garbage
-collection by owner references, and the kubelet (tests play it by patching a pod's status).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import re
+import ssl
 import threading
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp.test_utils
 import kmock
+from tests.helpers.fake_kube import RESOURCES, FakeKube, Refusal
 from tests.helpers.resources import poll
 
 from acidtables import Catalog
-from acidtables.core.embedded import free_port
+from acidtables.core.embedded import TlsFiles, free_port
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.metrics import ClusterMetrics
 from acidtables.operator.config import OperatorConfig
@@ -49,95 +42,43 @@ from acidtables.operator.context import OperatorContext
 from acidtables.operator.health import Health
 from acidtables.operator.main import run
 
-GROUP, VERSION = "acidtables.io", "v1alpha1"
 
-VERBS = {"get", "list", "watch", "create", "patch", "delete"}
+def _tls_server_class(context: ssl.SSLContext) -> type[aiohttp.test_utils.RawTestServer]:
+    """kmock's server class, serving HTTPS with `context`."""
 
-#: the resources the operator reads, writes or watches, as the emulator's discovery lists them
-RESOURCES: dict[str, kmock.ResourceInfo] = {
-    f"{GROUP}/{VERSION}/acidtables": kmock.ResourceInfo(
-        kind="AcidTable", namespaced=True, subresources={"status"}, verbs=VERBS
-    ),
-    f"{GROUP}/{VERSION}/compactionjobs": kmock.ResourceInfo(
-        kind="CompactionJob", namespaced=True, subresources={"status"}, verbs=VERBS
-    ),
-    "v1/pods": kmock.ResourceInfo(kind="Pod", namespaced=True, subresources={"status"}, verbs=VERBS),
-    "v1/events": kmock.ResourceInfo(kind="Event", namespaced=True, verbs=VERBS),
-    "v1/namespaces": kmock.ResourceInfo(kind="Namespace", namespaced=False, verbs=VERBS),
-    "v1/serviceaccounts": kmock.ResourceInfo(kind="ServiceAccount", namespaced=True, verbs=VERBS),
-    "rbac.authorization.k8s.io/v1/roles": kmock.ResourceInfo(kind="Role", namespaced=True, verbs=VERBS),
-    "rbac.authorization.k8s.io/v1/rolebindings": kmock.ResourceInfo(kind="RoleBinding", namespaced=True, verbs=VERBS),
-    "coordination.k8s.io/v1/leases": kmock.ResourceInfo(kind="Lease", namespaced=True, verbs=VERBS),
-}
+    class TlsServer(aiohttp.test_utils.RawTestServer):
+        async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any) -> None:
+            await super().start_server(loop=loop, ssl=context, **kwargs)
 
-
-@dataclass
-class Refusal:
-    """Answer `status` with `message` to requests of `method` whose path matches `path`, `times` times
-    (None: every time)."""
-
-    method: str
-    path: re.Pattern[str]
-    status: int
-    reason: str
-    message: str
-    times: int | None = None
-
-
-class FakeKube(kmock.KubernetesEmulator):
-    """kmock's emulator, plus what a real API server fills in, plus refusals on demand."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        # the Python client asks for `/version/`, which a real API server answers like `/version`
-        self.fallback["get /version/"] << self._serve_server_version
-        self.refusals: list[Refusal] = []
-        self._versions = itertools.count(1)
-
-    async def _handle(self, request: Any) -> Any:
-        method, path = str(request.method.value), request.url.path
-        for refusal in list(self.refusals):
-            if refusal.method == method and refusal.path.search(path):
-                if refusal.times is not None:
-                    refusal.times -= 1
-                    if refusal.times <= 0:
-                        self.refusals.remove(refusal)
-                raise kmock.KubernetesError(
-                    status=refusal.status, reason=refusal.reason, message=refusal.message, details={}
-                )
-        if request.resource is not None and method == "POST" and isinstance(request.data, dict):
-            meta = request.data.setdefault("metadata", {})
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-            meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-            meta.setdefault("generation", 1)
-            meta.setdefault("resourceVersion", str(next(self._versions)))
-        elif request.resource is not None and method == "PATCH" and isinstance(request.data, dict):
-            meta = request.data.setdefault("metadata", {})
-            meta.pop("resourceVersion", None)  # no optimistic concurrency here: the write always lands
-            meta["resourceVersion"] = str(next(self._versions))
-            if request.data.get("spec") is not None:
-                # a spec change makes a new generation, as the API server counts it
-                key = (request.resource, request.namespace, request.name)
-                if key in self.objects:
-                    current = self.objects[key].get("metadata", {}).get("generation", 1)
-                    meta["generation"] = int(current) + 1
-        return await super()._handle(request)
+    return TlsServer
 
 
 class KmockOperator:
-    """The operator of one test: kopf against `FakeKube`, etcd under the test's prefix."""
+    """The operator of one test: kopf against `FakeKube`, etcd under the test's prefix; the emulator on
+    `host` (loopback by default), over HTTPS with `tls`'s certificate when given."""
 
     def __init__(
-        self, tmp_path: Path, etcd_endpoint: str, etcd_prefix: str, *, lease_seconds: int = 5, **config: Any
+        self,
+        tmp_path: Path,
+        etcd_endpoint: str,
+        etcd_prefix: str,
+        *,
+        lease_seconds: int = 5,
+        host: str = "127.0.0.1",
+        tls: TlsFiles | None = None,
+        **config: Any,
     ) -> None:
         self.tmp_path = tmp_path
         self.lease_seconds = lease_seconds
+        self.host = host
+        self.tls = tls
+        self._client_tls: ssl.SSLContext | None = None
+        if tls is not None:
+            self._client_tls = ssl.create_default_context(cafile=str(tls.ca_file))
         self.settings = Settings(
             etcd=EtcdSettings((etcd_endpoint,), prefix=etcd_prefix), warehouse=str(tmp_path / "warehouse")
         )
-        self.config = OperatorConfig(job_image="acidtables-test:1", **config)
+        self.config = OperatorConfig(**{"job_image": "acidtables-test:1", **config})
         self.health = Health(heartbeat_timeout_seconds=3.0)
         self.health_port = free_port()
         self.metrics = ClusterMetrics(registry=None)
@@ -162,7 +103,12 @@ class KmockOperator:
 
     async def _kube_main(self) -> None:
         self._kube_stop = asyncio.Event()
-        async with FakeKube() as kube, kmock.Server(kube) as server:
+        options: dict[str, Any] = {"host": self.host}
+        if self.tls is not None:
+            serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            serving.load_cert_chain(str(self.tls.cert_file), str(self.tls.key_file))
+            options["server_cls"] = _tls_server_class(serving)
+        async with FakeKube() as kube, kmock.Server(kube, **options) as server:
             for name, info in RESOURCES.items():
                 kube.resources[name] = info
             self.kube = kube
@@ -175,7 +121,7 @@ class KmockOperator:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/merge-patch+json" if method == "PATCH" else "application/json"}
         call = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(call, timeout=10) as answer:
+        with urllib.request.urlopen(call, timeout=10, context=self._client_tls) as answer:
             return json.loads(answer.read() or b"null")
 
     def refuse(self, method: str, path: str, status: int, reason: str, message: str, times: int | None = None) -> None:
@@ -217,7 +163,7 @@ class KmockOperator:
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "kmock", "cluster": {"server": self.url}}],
+                    "clusters": [{"name": "kmock", "cluster": self._cluster()}],
                     "users": [{"name": "test", "user": {"token": "kmock"}}],
                     "contexts": [{"name": "kmock", "context": {"cluster": "kmock", "user": "test"}}],
                     "current-context": "kmock",
@@ -229,6 +175,12 @@ class KmockOperator:
         for name in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
             kubeconfig_env(name, "")  # never the in-cluster account of a CI runner that is itself a pod
         return self
+
+    def _cluster(self) -> dict[str, str]:
+        """The kubeconfig's cluster entry: the emulator's URL, and its CA when it serves HTTPS."""
+        if self.tls is None:
+            return {"server": self.url}
+        return {"server": self.url, "certificate-authority": str(self.tls.ca_file)}
 
     def _run_operator(self) -> None:
         def ready(context: OperatorContext) -> None:

@@ -28,11 +28,10 @@ import subprocess
 import sys
 import threading
 import urllib.error
+import urllib.parse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from tests.helpers.envtest import KubeAPI
+from typing import Any, Protocol
 
 NODE = "envtest-node"
 POD_IP = "127.0.0.1"
@@ -51,10 +50,19 @@ def expand(text: str, env: dict[str, str]) -> str:
     return _VARIABLE.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
 
 
+class ApiServer(Protocol):
+    """What the kubelet needs of an API server: its URL (the pods' service variables) and requests
+    (envtest's `KubeAPI`, kmock's `KmockOperator`)."""
+
+    url: str
+
+    def request(self, method: str, path: str, body: Any = None) -> Any: ...
+
+
 class Kubelet:
     def __init__(
         self,
-        api: KubeAPI,
+        api: ApiServer,
         namespace: str | None,
         workdir: Path,
         *,
@@ -86,10 +94,14 @@ class Kubelet:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
-        for process in self.processes.values():
+        for key, process in self.processes.items():
             if process.poll() is None:
-                process.kill()
-                process.wait()
+                self._kill(key, process)
+
+    def _kill(self, key: str, process: subprocess.Popen[bytes]) -> None:
+        """Stop a pod's container at once (its process here)."""
+        process.kill()
+        process.wait()
 
     def log(self, pod: str) -> str:
         path = self.workdir / f"{pod}.log"
@@ -161,15 +173,13 @@ class Kubelet:
                 self._finish(pod, process.returncode)
         for key, process in self.processes.items():  # deleted pods: their processes go too
             if key not in present and process.poll() is None:
-                process.kill()
-                process.wait()
+                self._kill(key, process)
 
     def _terminate(self, pod: dict[str, Any]) -> None:
         """A deleted pod: stop its process, then remove the object (the kubelet's final, graceless delete)."""
         process = self.processes.get(self.key(pod))
         if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
+            self._kill(self.key(pod), process)
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
         try:
             self.api.request("DELETE", self._path(pod), options)
@@ -187,22 +197,39 @@ class Kubelet:
         }
         self.api.request("POST", self._path(pod, "/binding"), binding)
 
-    def _env(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
-        """What a container gets: the pod's env over a bare base (as an image would give), never this
-        test process's own (a live Spark gateway's settings among them)."""
+    def _base_env(self) -> dict[str, str]:
+        """What the image gives every container before the pod's own env: here this host's paths,
+        never this test process's other variables (a live Spark gateway's settings among them)."""
         base = ("PATH", "HOME", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH")
         env = {name: os.environ[name] for name in base if name in os.environ}
         env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable  # what the job image sets
+        return env
+
+    def _address(self, pod: dict[str, Any]) -> str:
+        """The pod's IP address."""
+        return self.pod_ip
+
+    def service_variables(self) -> dict[str, str]:
+        """KUBERNETES_SERVICE_HOST and _PORT: the kubelet gives every container the API server's
+        address (the `kubernetes` Service), which in-cluster clients, Spark's among them, start from."""
+        url = urllib.parse.urlsplit(self.api.url)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        return {"KUBERNETES_SERVICE_HOST": url.hostname or "", "KUBERNETES_SERVICE_PORT": str(port)}
+
+    def _env(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+        """What a container gets: the pod's env over the image's base and the service variables."""
+        env = {**self._base_env(), **self.service_variables()}
         namespace = pod["metadata"]["namespace"]
+        address = self._address(pod)
         fields = {
             "metadata.name": pod["metadata"]["name"],
             "metadata.namespace": namespace,
             "metadata.uid": pod["metadata"].get("uid", ""),
             "spec.nodeName": NODE,
             "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "default"),
-            "status.podIP": self.pod_ip,
-            "status.podIPs": self.pod_ip,
-            "status.hostIP": self.pod_ip,
+            "status.podIP": address,
+            "status.podIPs": address,
+            "status.hostIP": address,
         }
         for item in container.get("env") or []:
             source = item.get("valueFrom", {})
@@ -295,8 +322,8 @@ class Kubelet:
             {
                 "phase": "Running",
                 "startTime": _now(),
-                "podIP": self.pod_ip,
-                "podIPs": [{"ip": self.pod_ip}],
+                "podIP": self._address(pod),
+                "podIPs": [{"ip": self._address(pod)}],
                 "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _now()}],
                 "containerStatuses": [self._container(container, {"running": {"startedAt": _now()}})],
             },

@@ -65,6 +65,9 @@ def _owner(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class ClusterKubelet(Kubelet):
+    #: envtest's API server: its files (CA, state) are this kubelet's to hand to pods
+    api: KubeAPI
+
     def __init__(self, api: KubeAPI, workdir: Path, *, pod_ip: str, path: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(api, None, workdir, **kwargs)
         self.pod_ip = pod_ip

@@ -27,17 +27,21 @@ def _openssl(directory: Path, *steps: str) -> None:
         subprocess.run([openssl, *step.split()], cwd=directory, check=True, capture_output=True, timeout=30)
 
 
-def make_tls_files(directory: Path, *, client_cert_auth: bool = False) -> TlsFiles:
-    """A throwaway CA and a server certificate for 127.0.0.1; skips the test without openssl.
+def make_tls_files(
+    directory: Path, *, client_cert_auth: bool = False, addresses: tuple[str, ...] = ("127.0.0.1",)
+) -> TlsFiles:
+    """A throwaway CA and a server certificate for `addresses` (IP SANs; 127.0.0.1 by default); skips
+    the test without openssl.
 
     With `client_cert_auth`, etcd will demand a client certificate signed by the CA, and one is issued
     for the health probe (CN `probe`; etcd with authentication enabled takes the CN as the user name)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    names = ",".join(f"IP:{address}" for address in addresses)
+    (directory / "ext.cnf").write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
     _openssl(
         directory,
         f"req -x509 {_EC_KEY} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
-        f"req {_EC_KEY} -keyout server.key -out server.csr -subj /CN=127.0.0.1",
+        f"req {_EC_KEY} -keyout server.key -out server.csr -subj /CN={addresses[0]}",
         "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf",
     )
     tls = TlsFiles(ca_file=directory / "ca.pem", cert_file=directory / "server.pem", key_file=directory / "server.key")

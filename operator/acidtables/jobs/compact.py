@@ -124,8 +124,10 @@ def spark_conf(args: argparse.Namespace, env: Mapping[str, str], template_dir: s
                 "spark.submit.deployMode": "client",
                 "spark.executor.instances": str(args.executors),
                 "spark.executor.memory": args.executor_memory,
+                # the pod's own address, and no spark.driver.bindAddress: with a bind address set,
+                # Spark 4.3 tells executors that address (0.0.0.0) as the driver's instead of the host
+                # (issue 30); the driver listens on the pod IP, which is all a pod has
                 "spark.driver.host": env.get("POD_IP", ""),
-                "spark.driver.bindAddress": "0.0.0.0",
                 "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
                 "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
                 "spark.kubernetes.container.image": env.get("ACIDTABLES_JOB_IMAGE", ""),

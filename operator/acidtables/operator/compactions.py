@@ -17,6 +17,7 @@ so the attempt is retried with backoff, and the condition and Event say when.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -79,15 +80,48 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str:
 STUCK_REASONS = frozenset(
     {"CreateContainerConfigError", "CreateContainerError", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
 )
+#: container waiting reasons no retry of the same pod spec can cure
+PERMANENT_REASONS = frozenset({"InvalidImageName"})
+#: the scheduler's word for a claim the pod mounts that does not exist: no attempt can start without it
+_MISSING_CLAIM = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
 
 
-def _stuck(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) of a driver container waiting for something that will not come by itself."""
+@dataclass(frozen=True)
+class Blocked:
+    """Why a driver pod cannot start, said on the job at once."""
+
+    reason: str
+    message: str
+    #: whether retrying the same pod can help (a claim or image may appear; an invalid name will not)
+    permanent: bool
+
+
+def _blocked(pod: Mapping[str, Any]) -> Blocked | None:
+    """What keeps the driver pod from starting, when it is something that will not pass by itself
+    within seconds: a container waiting on a Secret, ConfigMap or image, or a pod the scheduler cannot
+    place (a claim that does not exist, too little CPU or memory on every node)."""
     for container in pod.get("status", {}).get("containerStatuses") or []:
         waiting = (container.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in STUCK_REASONS:
-            message = str(waiting.get("message") or waiting["reason"])
-            return str(waiting["reason"]), f"the driver pod cannot start: {waiting['reason']}: {message}"
+            reason = str(waiting["reason"])
+            message = f"the driver pod cannot start: {reason}: {waiting.get('message') or reason}"
+            return Blocked(reason, message, reason in PERMANENT_REASONS)
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition.get("type") != "PodScheduled" or condition.get("status") != "False":
+            continue
+        if condition.get("reason") != "Unschedulable":
+            continue
+        said = str(condition.get("message") or "no node can run it")
+        claim = _MISSING_CLAIM.search(said)
+        if claim:
+            namespace = pod.get("metadata", {}).get("namespace", "")
+            message = (
+                f"the driver pod cannot be scheduled: it mounts PersistentVolumeClaim {claim.group(1)}, which does "
+                f"not exist in namespace {namespace} (the scheduler: {said}); create the claim there, or run the "
+                "job where the warehouse's claim is (the chart's warehouse.volume)"
+            )
+            return Blocked("ClaimNotFound", message, True)
+        return Blocked("Unschedulable", f"the driver pod cannot be scheduled: {said}", False)
     return None
 
 
@@ -203,16 +237,28 @@ def decide(
     if now - created > start_timeout:
         why = f"the driver pod did not start within {int(start_timeout.total_seconds())} s ({_waiting_reason(pod)})"
         return _failed_attempt(spec, attempts, now, why, pod.get("metadata", {}).get("name"))
-    stuck = _stuck(pod)
-    if stuck is not None and status.get("message") != stuck[1]:
-        # said once per cause, at once: the kubelet retries (a Secret created now still helps) until
-        # the start timeout fails the attempt
-        reason, why = stuck
+    blocked = _blocked(pod)
+    if blocked is not None and blocked.permanent:
+        # no attempt of this spec can start: fail now, not after every attempt's start timeout
+        return Decision(
+            status={"phase": "Failed", "completionTime": stamp(now), "message": blocked.message},
+            delete_pod=pod.get("metadata", {}).get("name"),
+            event=("Warning", blocked.reason, f"{blocked.message}; not retried"),
+            reason=blocked.reason,
+            stalled=False,
+        )
+    if blocked is not None and status.get("message") != blocked.message:
+        # said once per cause, at once: the kubelet and the scheduler retry (a Secret, an image or room
+        # on a node that comes now still helps) until the start timeout fails the attempt
         deadline = int((created + start_timeout - now).total_seconds())
         return Decision(
-            status={"message": why},
-            event=("Warning", reason, f"{why}; the attempt fails if the pod has not started in {deadline} s"),
-            reason=reason,
+            status={"message": blocked.message},
+            event=(
+                "Warning",
+                blocked.reason,
+                f"{blocked.message}; the attempt fails if the pod has not started in {deadline} s",
+            ),
+            reason=blocked.reason,
             stalled=True,
         )
     return Decision()

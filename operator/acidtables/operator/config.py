@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -77,6 +78,11 @@ class OperatorConfig:
     #: create `job_service_account` (with Spark's Role and RoleBinding) in a job's namespace when it is
     #: not there (ACIDTABLES_JOB_ACCOUNTS_CREATE; the chart sets it when it watches all namespaces)
     create_job_accounts: bool = False
+    #: CPU requests of a job's driver pod and of each executor pod, unless the job names its own: small
+    #: enough that a driver and two executors fit a kind node beside the control plane (requests only
+    #: reserve; with no limit a pod uses whatever CPU is free)
+    driver_core_request: str = "250m"
+    executor_core_request: str = "250m"
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -106,7 +112,20 @@ class OperatorConfig:
             warehouse_volume=volume,
             warehouse_path=path,
             create_job_accounts=(env.get("ACIDTABLES_JOB_ACCOUNTS_CREATE") or "").lower() in ("1", "true", "yes"),
+            driver_core_request=_cpu(env, "ACIDTABLES_JOB_DRIVER_CORE_REQUEST"),
+            executor_core_request=_cpu(env, "ACIDTABLES_JOB_EXECUTOR_CORE_REQUEST"),
         )
+
+
+_CPU = re.compile(r"^([0-9]+m|[0-9]+(\.[0-9]+)?)$")
+
+
+def _cpu(env: Mapping[str, str], name: str) -> str:
+    """A CPU quantity from the environment (250m, 1, 0.5), checked where it is received."""
+    value = (env.get(name) or "").strip() or "250m"
+    if not _CPU.match(value) or value in ("0", "0m"):
+        raise InvalidArgumentError(f"{name} must be a CPU quantity above zero such as 250m or 1, found {value!r}")
+    return value
 
 
 def _warehouse_volume(env: Mapping[str, str]) -> tuple[dict[str, Any] | None, str | None]:

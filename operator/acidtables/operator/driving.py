@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 EventPoster = Callable[[Mapping[str, Any], str, str, str], None]
 
 STALLED = "Stalled"
+#: true once the job has ended, whatever the outcome (Succeeded, Failed or Conflicted): what one
+#: `kubectl wait --for=condition=Finished` ends on, as a Kubernetes Job's Complete or Failed does
+FINISHED = "Finished"
 
 
 def api_error(exc: BaseException) -> tuple[int | None, str]:
@@ -136,7 +139,10 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
         updates += [
             conditions.condition(previous, "Succeeded", phase == "Succeeded", reason, message, generation),
             conditions.condition(previous, "Failed", phase != "Succeeded", reason, message, generation),
+            conditions.condition(previous, FINISHED, True, reason, message, generation),
         ]
+    elif phase is not None and not any(c.get("type") == FINISHED for c in previous or ()):
+        updates.append(conditions.condition(previous, FINISHED, False, str(phase), "the job has not ended", generation))
     stalled = False if phase in compactions.TERMINAL else decision.stalled
     if stalled is not None:
         reason = (decision.reason or "Waiting") if stalled else "Progressing"

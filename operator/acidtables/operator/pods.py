@@ -18,13 +18,25 @@ ATTEMPT_LABEL = "acidtables.io/attempt"
 JOB_USER = 185
 
 
-def _kubernetes_memory(spark_memory: str) -> str:
-    """Spark's `2g` as a Kubernetes quantity, `2Gi`: Spark's units are binary, and a bare number is
-    MiB to Spark but bytes to Kubernetes (the CRD checked the form)."""
+#: Spark's memory overhead on Kubernetes (spark.driver.memoryOverheadFactor and its minimum): what
+#: the JVM needs beyond its heap, which Spark adds to the executor pods' requests and the driver pod
+#: must count too
+OVERHEAD_FACTOR, MINIMUM_OVERHEAD_MIB = 0.10, 384
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def spark_memory_mib(spark_memory: str) -> int:
+    """Spark's `2g` in MiB: Spark's units are binary, and a bare number is MiB (the CRD checked the form)."""
     unit = spark_memory[-1:].lower()
     if not unit.isalpha():
-        return spark_memory + "Mi"
-    return spark_memory[:-1] + {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}[unit]
+        return int(spark_memory)
+    return max(1, int(int(spark_memory[:-1]) * _MIB_PER_UNIT[unit]))
+
+
+def driver_memory_request(spark_memory: str) -> str:
+    """The driver pod's memory request: the driver's heap plus Spark's overhead, as Spark sizes pods."""
+    heap = spark_memory_mib(spark_memory)
+    return f"{heap + max(MINIMUM_OVERHEAD_MIB, int(heap * OVERHEAD_FACTOR))}Mi"
 
 
 def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: OperatorConfig) -> dict[str, Any]:
@@ -41,9 +53,14 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
     if spec.get("targetFileBytes") is not None:
         command += ["--target-file-bytes", str(quantity_bytes(spec["targetFileBytes"], 128 << 20))]
     executors = int(spark.get("executors") or 0)
+    conf = dict(spark.get("conf") or {})
     if executors:
         command += ["--executors", str(executors), "--executor-memory", spark.get("executorMemory", "4g")]
-    for key, value in sorted((spark.get("conf") or {}).items()):
+        # Spark requests a whole CPU per executor core unless told less: a kind node fits no second one
+        conf.setdefault(
+            "spark.kubernetes.executor.request.cores", spark.get("executorCoreRequest") or config.executor_core_request
+        )
+    for key, value in sorted(conf.items()):
         command += ["--conf", f"{key}={value}"]
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(config.job_env.items())]
     by_reference = []
@@ -100,7 +117,12 @@ def driver_pod(job: Mapping[str, Any], attempt: int, table: str, config: Operato
                     "image": spark.get("image") or config.job_image,
                     "command": command,
                     "env": env,
-                    "resources": {"requests": {"memory": _kubernetes_memory(memory)}},
+                    "resources": {
+                        "requests": {
+                            "cpu": spark.get("driverCoreRequest") or config.driver_core_request,
+                            "memory": driver_memory_request(memory),
+                        }
+                    },
                     "terminationMessagePath": "/dev/termination-log",
                     "terminationMessagePolicy": "File",
                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

@@ -1,0 +1,187 @@
+"""Spark executors on a pod network (issue 30, items 1 and 2): the operator's driver pod and the
+executor pods Spark's Kubernetes scheduler creates, each a podman container of the real image in a
+network namespace of its own, talking over a bridge as pods do.
+
+The operator runs here against kmock's API server (TLS, on the node's address of the pod network, as
+pods reach a real one through KUBERNETES_SERVICE_HOST); the test kubelet (tests/helpers/podman_kubelet.py)
+starts each pod the API server holds: the driver pod exactly as the operator wrote it, the executors
+exactly as Spark wrote them. etcd listens on the node's address too. So the driver's settings, the
+address it gives its executors, the executors' pod template and the rights Spark uses are all the
+product's own; only the API server is emulated (no kube-apiserver can be had in CI), and the kubelet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from tests.helpers import pod_network
+from tests.helpers.kmock_operator import KmockOperator
+from tests.helpers.pod_network import PodNetwork
+from tests.helpers.podman_kubelet import PodmanKubelet, account_token
+from tests.helpers.resources import GROUP, job_resource
+from tests.helpers.servers import make_tls_files
+from tests.helpers.tables import staged_parquet
+
+from acidtables import Catalog, Table
+from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator.spark_rbac import SPARK_RULES
+
+pytestmark = pytest.mark.image
+
+IMAGE_VARIABLE = "ACIDTABLES_TEST_IMAGE"
+REQUIRE_VARIABLE = "ACIDTABLES_REQUIRE_IMAGE"
+NAMESPACE = "sales"
+ACCOUNT = "acidtables-spark"
+UID = 185
+
+
+def _unavailable() -> str | None:
+    if not os.environ.get(IMAGE_VARIABLE):
+        return f"{IMAGE_VARIABLE} names no image (`make image-test` builds one and runs these tests)"
+    if shutil.which("podman") is None:
+        return "podman is not installed (apt-get install podman)"
+    return pod_network.available()
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    problem = _unavailable()
+    if problem:
+        if os.environ.get(REQUIRE_VARIABLE):
+            pytest.fail(f"{REQUIRE_VARIABLE} is set but {problem}")
+        pytest.skip(problem)
+    return os.environ[IMAGE_VARIABLE]
+
+
+@pytest.fixture
+def node() -> Iterator[tuple[PodNetwork, Path]]:
+    """The pod network, and a work directory uid 185 can use (mounted at its own path)."""
+    workdir = Path(tempfile.mkdtemp(prefix="acidtables-executors-"))
+    workdir.chmod(0o755)
+    try:
+        with PodNetwork() as network:
+            yield network, workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _small_files(catalog: Catalog, name: str) -> Table:
+    """Three partitions of four small files each: what a minor compaction merges."""
+    table = catalog.create_table(name, schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for round_ in range(4):
+        tx = table.begin("insert_into")
+        tx.add_files([staged_parquet(tx, {"dt": dt}, rows=round_ + 1) for dt in ("a", "b", "c")])
+        tx.commit()
+    return table
+
+
+def _rows(table: Table) -> list[tuple[Any, ...]]:
+    """The table's rows at its head, read from its Parquet files (no Spark in the test process)."""
+    rows = []
+    for file in table.snapshot().files:
+        data = pq.read_table(table.storage.absolute(file.path)).to_pydict()
+        rows += [(value, file.partition.get("dt")) for value in data["id"]]
+    return sorted(rows)
+
+
+def _pod_logs(kubelet: PodmanKubelet) -> str:
+    return "\n".join(f"--- {pod}\n{kubelet.log(pod)[-3000:]}" for pod in kubelet.started)
+
+
+def _granted(resource: str, verb: str) -> bool:
+    return any(
+        resource in rule["resources"] and verb in rule["verbs"] and "" in rule["apiGroups"] for rule in SPARK_RULES
+    )
+
+
+def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tasks(
+    image: str, node: tuple[PodNetwork, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    network, workdir = node
+    etcd = EmbeddedEtcd(workdir / "etcd", host=network.node_ip).start()
+    warehouse = workdir / "warehouse"
+    prefix = f"/executors-{uuid.uuid4().hex[:8]}"
+    tls = make_tls_files(workdir / "api-tls", addresses=(network.node_ip,))
+    operator = KmockOperator(
+        workdir,
+        etcd.endpoint,
+        prefix,
+        host=network.node_ip,
+        tls=tls,
+        job_image=image,
+        job_service_account=ACCOUNT,
+        create_job_accounts=True,
+        warehouse_volume={"hostPath": {"path": str(warehouse)}},
+        warehouse_path=str(warehouse),
+        job_env={
+            "ACIDTABLES_ETCD_ENDPOINTS": etcd.endpoint,
+            "ACIDTABLES_ETCD_PREFIX": prefix,
+            "ACIDTABLES_WAREHOUSE": str(warehouse),
+        },
+    )
+    started = False
+    try:
+        with Catalog(Settings(etcd=EtcdSettings((etcd.endpoint,), prefix=prefix), warehouse=str(warehouse))) as catalog:
+            spread, alone = _small_files(catalog, f"{NAMESPACE}.spread"), _small_files(catalog, f"{NAMESPACE}.alone")
+            before = _rows(spread)
+            for directory, _, files in os.walk(warehouse):  # the chart's pods own the warehouse (fsGroup)
+                os.chown(directory, UID, 0)
+                for name in files:
+                    os.chown(os.path.join(directory, name), UID, 0)
+            operator.start(monkeypatch.setenv)
+            started = True
+            kubelet = PodmanKubelet(operator, NAMESPACE, workdir / "pods", network=network, ca_file=tls.ca_file)
+            (workdir / "pods").mkdir(mode=0o755)
+            with kubelet:
+                jobs = {
+                    "with-executors": ("spread", {"executors": 2, "executorMemory": "512m", "driverMemory": "1g"}),
+                    "without": ("alone", {"driverMemory": "1g"}),
+                }
+                for job, (table, spark) in jobs.items():
+                    body = job_resource(job, table=table, spark=spark, backoffLimit=0)
+                    operator.request("POST", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs", body)
+
+                    def finished(job: str = job) -> dict[str, Any] | None:
+                        found = operator.request("GET", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs/{job}")
+                        status: dict[str, Any] = found.get("status") or {}
+                        return status if status.get("phase") in ("Succeeded", "Failed", "Conflicted") else None
+
+                    try:
+                        status = operator.eventually(finished, f"{job} finished", timeout_seconds=300)
+                    except AssertionError as exc:
+                        raise AssertionError(f"{exc}\n{_pod_logs(kubelet)}") from None
+                    assert status["phase"] == "Succeeded", f"{status}\n{_pod_logs(kubelet)}"
+                executors = [
+                    key
+                    for key, pod in kubelet.started.items()
+                    if pod["metadata"].get("labels", {}).get("spark-role") == "executor"
+                ]
+                executor_logs = {key: kubelet.log(key) for key in executors}
+            assert len(executors) == 2, f"executor pods started: {executors}"
+            for key, text in executor_logs.items():  # each reached the driver over the pod network
+                assert "Successfully registered with driver" in text, f"{key}:\n{text[-3000:]}"
+            assert any("Running task" in text for text in executor_logs.values()), executor_logs
+
+            # the same compaction, with and without executors: the same rows, laid out alike
+            assert _rows(spread) == before == _rows(alone)
+            assert sorted(f.rows for f in spread.snapshot().files) == sorted(f.rows for f in alone.snapshot().files)
+            assert len(spread.snapshot().files) == 3  # one file a partition
+
+        # every call Spark's scheduler made under the job's account is one its Role grants
+        assert operator.kube is not None
+        calls = operator.kube.calls_by(account_token(NAMESPACE, ACCOUNT))
+        assert ("pods", "create") in calls  # the executors were Spark's own doing
+        assert {call for call in calls if not _granted(*call)} == set()
+    finally:
+        if started:
+            operator.stop()
+        etcd.stop()

@@ -307,6 +307,9 @@ def test_notes_name_examples_that_exist_and_the_resources_they_create(
                 created.add(f"{doc['kind'].lower()}/{doc['metadata']['name']}")
     waited = {m.group(1) for line in lines if (m := re.search(r"kubectl wait .* (\S+/\S+)", line))}
     assert waited and waited <= created
+    # a job's wait ends on any outcome: Finished, which the operator sets on success and failure alike
+    job_waits = [line for line in lines if line.startswith("kubectl wait") and "compactionjob/" in line]
+    assert job_waits and all("--for=condition=Finished" in line for line in job_waits)
 
 
 def test_notes_on_one_node_use_the_release_namespace_and_the_metrics_service(
@@ -344,7 +347,7 @@ def job_image(docs: list[dict[str, Any]]) -> tuple[str, str]:
 def test_the_jobs_run_the_operators_image_unless_told_otherwise(rendered: Callable[[str], dict[str, Any]]) -> None:
     """One image runs the operator and the jobs: the README's kind install names it once."""
     operator, jobs = job_image(documents(rendered("readme-kind")["manifest"]))
-    assert operator == jobs == "acidtables:0.1.0"
+    assert operator == jobs == "localhost/acidtables:0.1.0"
     default_operator, default_jobs = job_image(documents(rendered("single-node-defaults")["manifest"]))
     assert default_operator == default_jobs
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def test_the_driver_pod_is_owned_non_root_and_gets_credentials_by_reference_only
         "value" not in e for name, e in env.items() if name in ("ACIDTABLES_ETCD_USER", "ACIDTABLES_ETCD_PASSWORD")
     )
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    assert container["resources"]["requests"]["memory"] == "2Gi"
+    assert (
+        container["resources"]["requests"]["memory"] == "2432Mi"
+    )  # 2 GiB of heap and Spark's minimum overhead of 384 MiB
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert container["command"][:4] == ["python", "-m", "acidtables.jobs", "compact"]
@@ -102,10 +105,65 @@ def test_etcd_tls_and_object_store_keys_reach_the_pod_by_reference() -> None:
     assert "ACIDTABLES_ETCD_CA_FILE" not in str(without)
 
 
-def test_a_bare_spark_memory_is_mebibytes_in_the_pods_request() -> None:
+def test_a_bare_spark_memory_is_mebibytes_and_the_pods_request_adds_sparks_overhead() -> None:
     job = {**JOB, "spec": {**JOB["spec"], "spark": {"driverMemory": "1536"}}}
     container = driver_pod(job, 1, "sales.orders", OperatorConfig(job_image="img:1"))["spec"]["containers"][0]
-    assert container["resources"]["requests"]["memory"] == "1536Mi"
+    assert container["resources"]["requests"]["memory"] == f"{1536 + 384}Mi"  # the minimum overhead
+    big = {**JOB, "spec": {**JOB["spec"], "spark": {"driverMemory": "8g"}}}
+    container = driver_pod(big, 1, "sales.orders", OperatorConfig(job_image="img:1"))["spec"]["containers"][0]
+    assert container["resources"]["requests"]["memory"] == f"{8192 + 819}Mi"  # 10 % above 3.84 GiB
+
+
+def conf_of(pod: dict[str, Any]) -> dict[str, str]:
+    command = pod["spec"]["containers"][0]["command"]
+    return dict(command[i + 1].split("=", 1) for i, word in enumerate(command) if word == "--conf")
+
+
+def test_driver_and_executors_request_a_share_of_a_cpu_that_the_operator_or_the_job_sets() -> None:
+    """Spark asks a whole CPU per executor unless told: a 2-core node fits no second executor."""
+    pod = driver_pod(JOB, 1, "sales.orders", OperatorConfig(job_image="img:1"))
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "250m"
+    assert conf_of(pod)["spark.kubernetes.executor.request.cores"] == "250m"
+    config = OperatorConfig(job_image="img:1", driver_core_request="1", executor_core_request="500m")
+    pod = driver_pod(JOB, 1, "sales.orders", config)
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "1"
+    assert conf_of(pod)["spark.kubernetes.executor.request.cores"] == "500m"
+    spark = {**JOB["spec"]["spark"], "driverCoreRequest": "2", "executorCoreRequest": "1500m"}
+    job = {**JOB, "spec": {**JOB["spec"], "spark": spark}}
+    pod = driver_pod(job, 1, "sales.orders", config)
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "2"
+    assert conf_of(pod)["spark.kubernetes.executor.request.cores"] == "1500m"
+    own = {**spark, "conf": {"spark.kubernetes.executor.request.cores": "3"}}  # Spark's own setting wins
+    assert (
+        conf_of(driver_pod({**JOB, "spec": {**JOB["spec"], "spark": own}}, 1, "s.o", config))[
+            "spark.kubernetes.executor.request.cores"
+        ]
+        == "3"
+    )
+    local = {**JOB, "spec": {**JOB["spec"], "spark": {"executors": 0}}}
+    assert "spark.kubernetes.executor.request.cores" not in conf_of(driver_pod(local, 1, "s.o", config))
+
+
+@pytest.mark.parametrize("value", ["0", "lots", "-1", "250 m", "1.5.2"])
+def test_a_bad_cpu_request_setting_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"ACIDTABLES_JOB_EXECUTOR_CORE_REQUEST .*{re.escape(value)!s}"):
+        OperatorConfig.from_env({"ACIDTABLES_JOB_EXECUTOR_CORE_REQUEST": value})
+    assert OperatorConfig.from_env({"ACIDTABLES_JOB_DRIVER_CORE_REQUEST": "0.5"}).driver_core_request == "0.5"
+
+
+def test_executors_tell_the_kubelet_to_keep_their_last_log_lines_when_they_fail() -> None:
+    pod = driver_pod(JOB, 1, "sales.orders", OperatorConfig(job_image="img:1"))
+    template = executor_template(pod)
+    assert template["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def test_the_driver_is_told_its_pod_address_and_no_bind_address() -> None:
+    """With spark.driver.bindAddress set, Spark 4.3 gives executors that address (0.0.0.0) for the
+    driver: they then dial themselves (issue 30). tests/test_image_executors.py shows it on a network."""
+    args = build_parser().parse_args(["--table", "a.b", "--type", "minor", "--job-id", "u", "--executors", "2"])
+    env = {"POD_IP": "10.1.2.3", "POD_NAME": "p", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    conf = spark_conf(args, env)
+    assert conf["spark.driver.host"] == "10.1.2.3" and "spark.driver.bindAddress" not in conf
 
 
 def test_spark_reaches_the_same_object_store_as_the_table_library() -> None:

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from tests.helpers.tables import staged_parquet
 from acidtables import Catalog, Table
 from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator.executor_failures import is_executor
 from acidtables.operator.spark_rbac import SPARK_RULES
 
 pytestmark = pytest.mark.image
@@ -93,19 +95,51 @@ def _rows(table: Table) -> list[tuple[Any, ...]]:
     return sorted(rows)
 
 
-def _pod_logs(kubelet: PodmanKubelet) -> str:
-    return "\n".join(f"--- {pod}\n{kubelet.log(pod)[-3000:]}" for pod in kubelet.started)
-
-
 def _granted(resource: str, verb: str) -> bool:
     return any(
         resource in rule["resources"] and verb in rule["verbs"] and "" in rule["apiGroups"] for rule in SPARK_RULES
     )
 
 
-def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tasks(
-    image: str, node: tuple[PodNetwork, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass
+class PodCluster:
+    """The operator (kmock's API server on the pod network), the podman kubelet, etcd and a catalog."""
+
+    operator: KmockOperator
+    kubelet: PodmanKubelet
+    catalog: Catalog
+
+    def run(self, job: str, table: str, spark: dict[str, Any]) -> dict[str, Any]:
+        """Create a CompactionJob (no retries) and wait until it ends: its status."""
+        body = job_resource(job, table=table, spark=spark, backoffLimit=0)
+        self.operator.request("POST", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs", body)
+
+        def finished() -> dict[str, Any] | None:
+            found = self.operator.request("GET", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs/{job}")
+            status: dict[str, Any] = found.get("status") or {}
+            return status if status.get("phase") in ("Succeeded", "Failed", "Conflicted") else None
+
+        try:
+            status: dict[str, Any] = self.operator.eventually(finished, f"{job} finished", timeout_seconds=300)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
+        return status
+
+    def executors(self) -> list[str]:
+        """The executor pods the kubelet started, by name."""
+        return [key for key, pod in self.kubelet.started.items() if is_executor(pod)]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {pod}\n{self.kubelet.log(pod)[-3000:]}" for pod in self.kubelet.started)
+
+    def spark_calls(self) -> set[tuple[str, str]]:
+        """(resource, verb) of every call made under the job's ServiceAccount: Spark's."""
+        assert self.operator.kube is not None
+        return self.operator.kube.calls_by(account_token(NAMESPACE, ACCOUNT))
+
+
+@pytest.fixture
+def cluster(image: str, node: tuple[PodNetwork, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[PodCluster]:
     network, workdir = node
     etcd = EmbeddedEtcd(workdir / "etcd", host=network.node_ip).start()
     warehouse = workdir / "warehouse"
@@ -128,60 +162,76 @@ def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tas
             "ACIDTABLES_WAREHOUSE": str(warehouse),
         },
     )
-    started = False
+    settings = Settings(etcd=EtcdSettings((etcd.endpoint,), prefix=prefix), warehouse=str(warehouse))
     try:
-        with Catalog(Settings(etcd=EtcdSettings((etcd.endpoint,), prefix=prefix), warehouse=str(warehouse))) as catalog:
-            spread, alone = _small_files(catalog, f"{NAMESPACE}.spread"), _small_files(catalog, f"{NAMESPACE}.alone")
-            before = _rows(spread)
-            for directory, _, files in os.walk(warehouse):  # the chart's pods own the warehouse (fsGroup)
-                os.chown(directory, UID, 0)
-                for name in files:
-                    os.chown(os.path.join(directory, name), UID, 0)
+        with Catalog(settings) as catalog:
             operator.start(monkeypatch.setenv)
-            started = True
-            kubelet = PodmanKubelet(operator, NAMESPACE, workdir / "pods", network=network, ca_file=tls.ca_file)
-            (workdir / "pods").mkdir(mode=0o755)
-            with kubelet:
-                jobs = {
-                    "with-executors": ("spread", {"executors": 2, "executorMemory": "512m", "driverMemory": "1g"}),
-                    "without": ("alone", {"driverMemory": "1g"}),
-                }
-                for job, (table, spark) in jobs.items():
-                    body = job_resource(job, table=table, spark=spark, backoffLimit=0)
-                    operator.request("POST", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs", body)
-
-                    def finished(job: str = job) -> dict[str, Any] | None:
-                        found = operator.request("GET", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs/{job}")
-                        status: dict[str, Any] = found.get("status") or {}
-                        return status if status.get("phase") in ("Succeeded", "Failed", "Conflicted") else None
-
-                    try:
-                        status = operator.eventually(finished, f"{job} finished", timeout_seconds=300)
-                    except AssertionError as exc:
-                        raise AssertionError(f"{exc}\n{_pod_logs(kubelet)}") from None
-                    assert status["phase"] == "Succeeded", f"{status}\n{_pod_logs(kubelet)}"
-                executors = [
-                    key
-                    for key, pod in kubelet.started.items()
-                    if pod["metadata"].get("labels", {}).get("spark-role") == "executor"
-                ]
-                executor_logs = {key: kubelet.log(key) for key in executors}
-            assert len(executors) == 2, f"executor pods started: {executors}"
-            for key, text in executor_logs.items():  # each reached the driver over the pod network
-                assert "Successfully registered with driver" in text, f"{key}:\n{text[-3000:]}"
-            assert any("Running task" in text for text in executor_logs.values()), executor_logs
-
-            # the same compaction, with and without executors: the same rows, laid out alike
-            assert _rows(spread) == before == _rows(alone)
-            assert sorted(f.rows for f in spread.snapshot().files) == sorted(f.rows for f in alone.snapshot().files)
-            assert len(spread.snapshot().files) == 3  # one file a partition
-
-        # every call Spark's scheduler made under the job's account is one its Role grants
-        assert operator.kube is not None
-        calls = operator.kube.calls_by(account_token(NAMESPACE, ACCOUNT))
-        assert ("pods", "create") in calls  # the executors were Spark's own doing
-        assert {call for call in calls if not _granted(*call)} == set()
+            try:
+                (workdir / "pods").mkdir(mode=0o755)
+                kubelet = PodmanKubelet(operator, NAMESPACE, workdir / "pods", network=network, ca_file=tls.ca_file)
+                with kubelet:
+                    yield PodCluster(operator, kubelet, catalog)
+            finally:
+                operator.stop()
     finally:
-        if started:
-            operator.stop()
         etcd.stop()
+
+
+def _give_to_job_user(cluster: PodCluster) -> None:
+    """The chart's pods own the warehouse (fsGroup 185): so do the test's."""
+    for directory, _, files in os.walk(cluster.catalog.settings.warehouse):
+        os.chown(directory, UID, 0)
+        for name in files:
+            os.chown(os.path.join(directory, name), UID, 0)
+
+
+def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tasks(cluster: PodCluster) -> None:
+    spread, alone = (
+        _small_files(cluster.catalog, f"{NAMESPACE}.spread"),
+        _small_files(cluster.catalog, f"{NAMESPACE}.alone"),
+    )
+    before = _rows(spread)
+    _give_to_job_user(cluster)
+    status = cluster.run("with-executors", "spread", {"executors": 2, "executorMemory": "512m", "driverMemory": "1g"})
+    assert status["phase"] == "Succeeded", f"{status}\n{cluster.logs()}"
+    status = cluster.run("without", "alone", {"driverMemory": "1g"})
+    assert status["phase"] == "Succeeded", f"{status}\n{cluster.logs()}"
+
+    executors = cluster.executors()
+    assert len(executors) == 2, f"executor pods started: {executors}"
+    logs = {key: cluster.kubelet.log(key) for key in executors}
+    for key, text in logs.items():  # each reached the driver over the pod network
+        assert "Successfully registered with driver" in text, f"{key}:\n{text[-3000:]}"
+    assert any("Running task" in text for text in logs.values()), logs
+
+    # the same compaction, with and without executors: the same rows, laid out alike
+    assert _rows(spread) == before == _rows(alone)
+    assert sorted(f.rows for f in spread.snapshot().files) == sorted(f.rows for f in alone.snapshot().files)
+    assert len(spread.snapshot().files) == 3  # one file a partition
+
+    # every call Spark's scheduler made under the job's account is one its Role grants
+    calls = cluster.spark_calls()
+    assert ("pods", "create") in calls  # the executors were Spark's own doing
+    assert {call for call in calls if not _granted(*call)} == set()
+
+
+def test_executors_that_cannot_start_fail_the_job_with_their_own_reason(cluster: PodCluster) -> None:
+    """Executors whose JVM refuses its options: Spark's driver gives up after its executor failures
+    and says only that its context stopped; the job says what the executors said, and Spark's calls
+    on the way (it removes and replaces failed executors) are all granted."""
+    _small_files(cluster.catalog, f"{NAMESPACE}.doomed")
+    _give_to_job_user(cluster)
+    spark = {
+        "executors": 2,
+        "executorMemory": "512m",
+        "driverMemory": "1g",
+        "conf": {"spark.executor.extraJavaOptions": "-XX:+AcidtablesNoSuchOption"},
+    }
+    status = cluster.run("doomed", "doomed", spark)
+    assert status["phase"] == "Failed", f"{status}\n{cluster.logs()}"
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "ExecutorsFailed", status
+    assert status["message"].startswith("executors failed to start or to reach the driver ("), status["message"]
+    assert "exited with code 1" in status["message"] and "Java Virtual Machine" in status["message"], status
+    assert status["executors"]["failed"] >= 2, status
+    assert {call for call in cluster.spark_calls() if not _granted(*call)} == set()

@@ -19,6 +19,7 @@ from tests.helpers.kmock_resources import (
     create,
     driver_pod,
     event_with,
+    events,
     get,
     play_kubelet,
     ready_table,
@@ -289,6 +290,67 @@ def test_a_driver_whose_claim_does_not_exist_fails_the_job_at_once(op: KmockOper
     assert "PersistentVolumeClaim warehouse, which does not exist in namespace sales" in job["status"]["message"]
     assert "not retried" in event_with(op, "compact", "ClaimNotFound")["message"]
     op.eventually(lambda: not op.objects("v1/pods", NS), "the stuck driver pod deleted", SECONDS)
+
+
+JVM_REFUSED = (
+    "Unrecognized VM option 'BogusOption'\nError: Could not create the Java Virtual Machine.\n"
+    "Error: A fatal exception has occurred. Program will exit.\n"
+)
+
+
+def executor_pod(op: KmockOperator, name: str, status: dict[str, Any]) -> None:
+    """An executor pod as Spark creates it from the driver's template (the driver's labels, Spark's
+    role), then the status a kubelet or scheduler gives it."""
+    labels = {"acidtables.io/compaction-job": "compact", "acidtables.io/attempt": "1", "spark-role": "executor"}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels}}
+    op.request("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+    op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}/status", {"status": status})
+
+
+def failed_executor(log: str) -> dict[str, Any]:
+    terminated = {"exitCode": 1, "reason": "Error", "message": log}  # FallbackToLogsOnError: the log's tail
+    return {"phase": "Failed", "containerStatuses": [{"name": "executor", "state": {"terminated": terminated}}]}
+
+
+def test_failed_executors_are_kept_on_the_job_and_lead_its_failure(op: KmockOperator) -> None:
+    ready_table(op)
+    spark = {"executors": 2, "executorMemory": "512m"}
+    create(op, "compactionjobs", job_resource("compact", table="orders", backoffLimit=0, spark=spark))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    executor_pod(op, "compact-driver-1-exec-1", failed_executor(JVM_REFUSED))
+    event = event_with(op, "compact", "ExecutorFailed")
+    assert "compact-driver-1-exec-1 exited with code 1 (Error)" in event["message"]
+    assert "Could not create the Java Virtual Machine" in event["message"] and "BogusOption" not in event["message"]
+    op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/compact-driver-1-exec-1", {"metadata": {"labels": {"x": "y"}}})
+    executor_pod(op, "compact-driver-1-exec-2", failed_executor("Error: Could not create the Java Virtual Machine."))
+    op.eventually(lambda: get(op, "compactionjobs", "compact")["status"].get("executors", {}).get("failed") == 2,
+                  "two executor failures counted", SECONDS)  # fmt: skip
+    assert len([e for e in events(op, "compact") if e.get("reason") == "ExecutorFailed"]) == 2  # once a pod
+    stopped = "Py4JJavaError: An error occurred while calling o61: Cannot call methods on a stopped SparkContext"
+    play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": stopped})
+    job = with_condition(op, "compactionjobs", "compact", "Failed")
+    message = job["status"]["message"]
+    assert condition(job, "Failed")["reason"] == "ExecutorsFailed"  # type: ignore[index]
+    assert message.startswith("executors failed to start or to reach the driver (2 executor pods failed; last:")
+    assert "Could not create the Java Virtual Machine" in message and stopped in message
+    assert event_with(op, "compact", "ExecutorsFailed")["message"] == message
+
+
+def test_an_executor_no_node_has_room_for_stalls_the_job_and_says_why(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 2}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu."}  # fmt: skip
+    executor_pod(op, "compact-driver-1-exec-2", {"phase": "Pending", "conditions": [scheduled]})
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert condition(job, "Stalled")["reason"] == "Unschedulable"  # type: ignore[index]
+    said = "executor pod compact-driver-1-exec-2 cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu."
+    assert condition(job, "Stalled")["message"] == said  # type: ignore[index]
+    assert event_with(op, "compact", "Unschedulable")["message"] == said
+    assert job["status"]["executors"]["pending"] == 1
 
 
 # --- automatic compaction ----------------------------------------------------------------------------

@@ -24,17 +24,15 @@ ACCOUNT = "acidtables-spark"
 
 
 def chart_spark_rules() -> list[dict[str, Any]]:
-    """The Role's rules in spark-rbac.yaml (plain YAML inside the template)."""
-    text = (CHART / "spark-rbac.yaml").read_text()
-    block = text.split("rules:\n", 1)[1].split("---", 1)[0]
-    rules: list[dict[str, Any]] = yaml.safe_load(block)
+    """The one definition of Spark's rules in the chart (files/spark-rules.yaml)."""
+    rules: list[dict[str, Any]] = yaml.safe_load((CHART.parent / "files" / "spark-rules.yaml").read_text())
     return rules
 
 
 def operator_rules(name: str) -> list[dict[str, Any]]:
-    """The `dict ...` rules of the list `$name` in operator-rbac.yaml, as data."""
+    """The `dict ...` rules written out in the list `$name` of operator-rbac.yaml, as data."""
     text = (CHART / "operator-rbac.yaml").read_text()
-    block = text.split(f"${name} := list", 1)[1].split("-}}", 1)[0]
+    block = re.split(rf"\${name} := (?:concat \()?list", text, maxsplit=1)[1].split("-}}", 1)[0]
     rules = []
     for line in re.findall(r"\(dict (.*)\)\s*$", block, flags=re.MULTILINE):
         fields = dict(re.findall(r'"(\w+)" \(list ([^)]*)\)', line))
@@ -46,8 +44,16 @@ def test_the_operator_grants_spark_exactly_what_the_chart_grants() -> None:
     assert [dict(r) for r in SPARK_RULES] == chart_spark_rules()
 
 
+def test_the_charts_spark_role_and_the_operators_rights_read_the_one_definition() -> None:
+    """Both templates take Spark's rules from files/spark-rules.yaml: no second copy to drift."""
+    for template in ("spark-rbac.yaml", "operator-rbac.yaml"):
+        text = (CHART / template).read_text()
+        assert 'Files.Get "files/spark-rules.yaml"' in text, template
+        assert '"deletecollection"' not in text and "deletecollection]" not in text, template
+
+
 def test_the_operator_holds_every_right_it_grants_spark_and_may_create_the_account() -> None:
-    held = operator_rules("sparkAccounts")
+    held = operator_rules("sparkAccounts") + chart_spark_rules()
     for rule in SPARK_RULES:
         assert any(
             h["apiGroups"] == rule["apiGroups"] and h["resources"] == rule["resources"]

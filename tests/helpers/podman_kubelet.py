@@ -98,6 +98,18 @@ class PodmanKubelet(Kubelet):
             found[path] = volume["hostPath"]["path"] if "hostPath" in volume else str(mounts[path])
         return found
 
+    def _finish(self, pod: dict[str, Any], code: int) -> None:
+        """As the kubelet ends a container: with `FallbackToLogsOnError`, a failed container that wrote
+        no termination message gets its log's tail (80 lines, 2 KiB at most) as the message."""
+        key = self.key(pod)
+        message_file = self.workdir / f"{key}.termination"
+        policy = pod["spec"]["containers"][0].get("terminationMessagePolicy")
+        if code != 0 and policy == "FallbackToLogsOnError" and not message_file.read_text().strip():
+            tail = "\n".join(self.log(key).splitlines()[-80:])
+            message_file.write_text(tail.encode()[-2048:].decode(errors="ignore"))
+        super()._finish(pod, code)
+        self.network.remove(key)
+
     def _start(self, pod: dict[str, Any]) -> None:
         key = self.key(pod)
         spec = pod["spec"]

@@ -17,13 +17,14 @@ so the attempt is retried with backoff, and the condition and Event say when.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from . import pod_states
 from .conditions import stamp
+from .executor_failures import failure_reported
 
 TERMINAL = ("Succeeded", "Failed", "Conflicted")
 #: how long a driver pod may stay unstarted (image pull, unschedulable) before the attempt fails
@@ -73,56 +74,6 @@ def _waiting_reason(pod: Mapping[str, Any]) -> str:
         if condition.get("status") == "False" and condition.get("message"):
             return f"{condition.get('reason', condition.get('type'))}: {condition['message']}"
     return "not scheduled or not started"
-
-
-#: container waiting reasons that do not clear by themselves within seconds (the pod needs a Secret,
-#: ConfigMap or image that is not there), reported at once instead of at the start timeout
-STUCK_REASONS = frozenset(
-    {"CreateContainerConfigError", "CreateContainerError", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}
-)
-#: container waiting reasons no retry of the same pod spec can cure
-PERMANENT_REASONS = frozenset({"InvalidImageName"})
-#: the scheduler's word for a claim the pod mounts that does not exist: no attempt can start without it
-_MISSING_CLAIM = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """Why a driver pod cannot start, said on the job at once."""
-
-    reason: str
-    message: str
-    #: whether retrying the same pod can help (a claim or image may appear; an invalid name will not)
-    permanent: bool
-
-
-def _blocked(pod: Mapping[str, Any]) -> Blocked | None:
-    """What keeps the driver pod from starting, when it is something that will not pass by itself
-    within seconds: a container waiting on a Secret, ConfigMap or image, or a pod the scheduler cannot
-    place (a claim that does not exist, too little CPU or memory on every node)."""
-    for container in pod.get("status", {}).get("containerStatuses") or []:
-        waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in STUCK_REASONS:
-            reason = str(waiting["reason"])
-            message = f"the driver pod cannot start: {reason}: {waiting.get('message') or reason}"
-            return Blocked(reason, message, reason in PERMANENT_REASONS)
-    for condition in pod.get("status", {}).get("conditions") or []:
-        if condition.get("type") != "PodScheduled" or condition.get("status") != "False":
-            continue
-        if condition.get("reason") != "Unschedulable":
-            continue
-        said = str(condition.get("message") or "no node can run it")
-        claim = _MISSING_CLAIM.search(said)
-        if claim:
-            namespace = pod.get("metadata", {}).get("namespace", "")
-            message = (
-                f"the driver pod cannot be scheduled: it mounts PersistentVolumeClaim {claim.group(1)}, which does "
-                f"not exist in namespace {namespace} (the scheduler: {said}); create the claim there, or run the "
-                "job where the warehouse's claim is (the chart's warehouse.volume)"
-            )
-            return Blocked("ClaimNotFound", message, True)
-        return Blocked("Unschedulable", f"the driver pod cannot be scheduled: {said}", False)
-    return None
 
 
 def outcome_of(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,7 +163,7 @@ def decide(
         if now < retry_at:
             return Decision()
         return Decision(
-            status={"phase": "Pending", "attempts": attempts + 1, "retryAt": None},
+            status={"phase": "Pending", "attempts": attempts + 1, "retryAt": None, "executors": None},
             create_attempt=attempts + 1,
             event=("Normal", "Retrying", f"created driver pod attempt {attempts + 1}"),
             stalled=False,
@@ -224,7 +175,14 @@ def decide(
         outcome = outcome_of(pod)
         if outcome["phase"] == "Failed":
             why = str(outcome.get("message", "the driver failed"))
-            return _failed_attempt(spec, attempts, now, why, None, outcome)
+            reported = failure_reported(status, why)  # executors failed first: their words lead
+            if reported is None:
+                return _failed_attempt(spec, attempts, now, why, None, outcome)
+            reason, why = reported
+            decision = _failed_attempt(spec, attempts, now, why, None, outcome)
+            if decision.status.get("phase") == "Failed":
+                decision.reason, decision.event = reason, ("Warning", reason, why)
+            return decision
         result = {k: v for k, v in outcome.items() if k not in ("phase", "message")}
         message = str(outcome.get("message") or f"compaction {outcome['phase'].lower()}")
         return Decision(
@@ -237,7 +195,7 @@ def decide(
     if now - created > start_timeout:
         why = f"the driver pod did not start within {int(start_timeout.total_seconds())} s ({_waiting_reason(pod)})"
         return _failed_attempt(spec, attempts, now, why, pod.get("metadata", {}).get("name"))
-    blocked = _blocked(pod)
+    blocked = pod_states.blocked(pod)
     if blocked is not None and blocked.permanent:
         # no attempt of this spec can start: fail now, not after every attempt's start timeout
         return Decision(

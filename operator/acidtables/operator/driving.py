@@ -18,10 +18,10 @@ from typing import Any
 
 from acidtables.core import TableNotFoundError
 
-from . import compactions, conditions
+from . import compactions, conditions, executor_failures
 from .context import OperatorContext
 from .definition import catalog_name
-from .pods import driver_pod
+from .pods import ATTEMPT_LABEL, driver_pod
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +157,35 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
         refresh_compacting(context, namespace, str(spec.get("table")))
 
 
+def executor_changed(
+    context: OperatorContext, namespace: str, name: str, pod: Mapping[str, Any], post_event: EventPoster
+) -> None:
+    """An executor pod of the job `namespace/name` changed: what went wrong with it (it failed, or it
+    cannot start) is kept in the job's status and posted as a Warning Event, once per pod and cause,
+    so the job says why when Spark's driver gives up on its executors (executor_failures)."""
+    trouble = executor_failures.trouble_of(pod)
+    if trouble is None:
+        return
+    with context.job_lock(namespace, name):
+        job = context.kube.read_job(namespace, name)
+        if job is None or job["metadata"].get("deletionTimestamp"):
+            return
+        status = job.get("status") or {}
+        attempt = (pod.get("metadata", {}).get("labels") or {}).get(ATTEMPT_LABEL)
+        if status.get("phase") in compactions.TERMINAL or attempt != str(status.get("attempts")):
+            return  # an earlier attempt's executor, or a job that has ended
+        executors = executor_failures.recorded(status, trouble)
+        if executors is None:
+            return
+        patch: dict[str, Any] = {"executors": executors}
+        if not trouble.failed:  # waiting on something (room on a node, an image): the job is stalled
+            previous, generation = status.get("conditions"), job["metadata"].get("generation")
+            stalled = conditions.condition(previous, STALLED, True, trouble.reason, trouble.message, generation)
+            patch["conditions"] = conditions.merged(previous, stalled)
+        context.kube.patch_job_status(namespace, name, patch)
+        post_event(job, "Warning", "ExecutorFailed" if trouble.failed else trouble.reason, trouble.describe())
+
+
 def _create_driver(
     context: OperatorContext, job: Mapping[str, Any], attempt: int, decision: compactions.Decision, now: datetime
 ) -> compactions.Decision:
@@ -233,4 +262,4 @@ def _refused(
     return refused
 
 
-__all__ = ["api_error", "compacting_conditions", "refresh_compacting", "running_jobs", "step"]
+__all__ = ["api_error", "compacting_conditions", "executor_changed", "refresh_compacting", "running_jobs", "step"]

@@ -30,7 +30,9 @@ def executor_template(driver: Mapping[str, Any]) -> dict[str, Any]:
     environment, mounts and security context, under the container name Spark is told to use."""
     spec = driver["spec"]
     container = spec["containers"][0]
-    executor: dict[str, Any] = {"name": CONTAINER_NAME}
+    # a failed executor's last log lines become its terminated state's message, which the operator
+    # keeps on the job (executor_failures): Spark deletes the pod, and its own error does not say why
+    executor: dict[str, Any] = {"name": CONTAINER_NAME, "terminationMessagePolicy": "FallbackToLogsOnError"}
     env = [e for e in container.get("env", ()) if e["name"] not in _DRIVER_ONLY_ENV]
     if env:
         executor["env"] = env

@@ -21,7 +21,7 @@ from acidtables.core import (
     partition_files,
 )
 
-from . import autocompact, compactions, conditions, driving, maintenance, tables
+from . import autocompact, compactions, conditions, driving, executor_failures, maintenance, tables
 from .config import OperatorConfig
 from .context import OperatorContext
 from .definition import catalog_name
@@ -164,12 +164,16 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
 
     @kopf.on.event("", "v1", "pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)
     def follow_driver(
-        type: str | None, labels: kopf.Labels, namespace: str | None, status: kopf.Status, memo: Any, **_: Any
+        type: str | None, labels: kopf.Labels, namespace: str | None, body: kopf.Body, memo: Any, **_: Any
     ) -> None:
         """A driver pod changed: step its job now, not at the next timer tick (issue 25: a finished
-        job's conditions must follow within seconds)."""
+        job's conditions must follow within seconds). Executor pods carry the driver's labels (their
+        template is the driver pod's): what goes wrong with one is kept on the job (issue 30)."""
         if namespace is None or type is None:
             return  # the initial listing: the jobs' timers look at every job once anyway
+        if executor_failures.is_executor(body):
+            driving.executor_changed(memo, namespace, str(labels[JOB_LABEL]), body, post)
+            return
         driving.step(memo, namespace, str(labels[JOB_LABEL]), post)
 
     @kopf.on.delete(GROUP, VERSION, "compactionjobs", optional=True, registry=registry)

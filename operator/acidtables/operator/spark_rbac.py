@@ -2,9 +2,10 @@
 creates before a job's first driver pod there (issue 25, item 4: with `watchNamespaces: []` the chart
 creates them only in the release namespace, so a job anywhere else failed with `serviceaccount not found`).
 
-The rules are exactly the chart's (templates/spark-rbac.yaml; tests/test_spark_rbac.py checks that the
-two say the same): the calls Spark's Kubernetes scheduler makes in client mode for executors, in that
-namespace only. Creating a Role needs holding its rights (Kubernetes' RBAC escalation check), so the
+The rules are exactly the chart's (files/spark-rules.yaml, which its Role and the operator's rights
+both read; tests/test_spark_rbac.py checks that the two say the same): the calls Spark's Kubernetes
+scheduler makes in client mode for executors, in that namespace only. Creating a Role needs holding
+its rights (Kubernetes' RBAC escalation check), so the
 operator's ClusterRole holds these too, and nothing more.
 
 The objects are labelled `app.kubernetes.io/managed-by: acidtables-operator`, so an uninstall finds them
@@ -16,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-#: what Spark's driver does in its namespace (see templates/spark-rbac.yaml for each call)
+#: what Spark's driver does in its namespace (charts/acidtables/files/spark-rules.yaml says why each)
 SPARK_RULES: tuple[dict[str, Any], ...] = (
     {
         "apiGroups": [""],
         "resources": ["pods"],
-        "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete", "deletecollection"],
     },
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "deletecollection"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["deletecollection"]},

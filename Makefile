@@ -87,13 +87,14 @@ check: install
 	$(PYTHON) -m acidtables.check
 
 # the acidtables image with Debian's tools (mmdebstrap, buildah; root), and the tests that run it with
-# podman as the chart runs it (uid 185, read-only root, etcd on the host's loopback)
+# podman as the chart runs it (uid 185, read-only root, etcd on the host's loopback), and a driver with
+# executors, each a container in a network namespace of its own (root: ip netns, a bridge)
 IMAGE ?= localhost/acidtables:dev
 image:
 	spark-images/build-local.sh $(IMAGE)
 
 image-test: install image
-	ACIDTABLES_TEST_IMAGE=$(IMAGE) $(PYTHON) -m pytest -m image -q tests/test_image.py
+	ACIDTABLES_TEST_IMAGE=$(IMAGE) $(PYTHON) -m pytest -m image -q tests/test_image.py tests/test_image_executors.py
 
 bench: install
 	$(PYTHON) -m bench

@@ -263,3 +263,16 @@ def test_a_local_mode_driver_gets_no_executor_template() -> None:
         for e in driver_pod(local, 1, "sales.orders", OperatorConfig(job_image="i"))["spec"]["containers"][0]["env"]
     }
     assert EXECUTOR_TEMPLATE_VARIABLE not in env
+
+
+def test_the_driver_uses_its_pods_account_or_where_it_has_none_the_kubeconfig(tmp_path: Path) -> None:
+    """In a pod, Spark's client is given the ServiceAccount's token and CA; outside one (a driver run
+    as a process), nothing is set, so Spark's client reads KUBECONFIG as every Kubernetes client does."""
+    args = build_parser().parse_args(["--table", "a.b", "--type", "minor", "--job-id", "u", "--executors", "1"])
+    env = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    (tmp_path / "token").write_text("t")
+    conf = spark_conf(args, env, account_dir=str(tmp_path))
+    assert conf["spark.kubernetes.authenticate.oauthTokenFile"] == f"{tmp_path}/token"
+    assert conf["spark.kubernetes.authenticate.caCertFile"] == f"{tmp_path}/ca.crt"
+    away = spark_conf(args, env, account_dir=str(tmp_path / "none"))
+    assert not [key for key in away if key.startswith("spark.kubernetes.authenticate")]

@@ -215,23 +215,25 @@ def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tas
     assert {call for call in calls if not _granted(*call)} == set()
 
 
-def test_executors_that_cannot_start_fail_the_job_with_their_own_reason(cluster: PodCluster) -> None:
-    """Executors whose JVM refuses its options: Spark's driver gives up after its executor failures
-    and says only that its context stopped; the job says what the executors said, and Spark's calls
-    on the way (it removes and replaces failed executors) are all granted."""
+def test_executors_that_cannot_reach_the_driver_fail_the_job_with_their_own_reason(cluster: PodCluster) -> None:
+    """The job's own settings bring back the bind address of issue 30: Spark tells executors the driver
+    is at 0.0.0.0, each dials itself and dies, and Spark's driver gives up after its executor failures
+    saying only that its context stopped. The job says what the executors said, and every call Spark
+    made on the way (it removes and replaces failed executors) is one its Role grants."""
     _small_files(cluster.catalog, f"{NAMESPACE}.doomed")
     _give_to_job_user(cluster)
     spark = {
         "executors": 2,
         "executorMemory": "512m",
         "driverMemory": "1g",
-        "conf": {"spark.executor.extraJavaOptions": "-XX:+AcidtablesNoSuchOption"},
+        "conf": {"spark.driver.bindAddress": "0.0.0.0"},
     }
     status = cluster.run("doomed", "doomed", spark)
     assert status["phase"] == "Failed", f"{status}\n{cluster.logs()}"
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "ExecutorsFailed", status
-    assert status["message"].startswith("executors failed to start or to reach the driver ("), status["message"]
-    assert "exited with code 1" in status["message"] and "Java Virtual Machine" in status["message"], status
+    assert failed["reason"] == "ExecutorsFailed", f"{status}\n{cluster.logs()}"
+    message = status["message"]
+    assert message.startswith("executors failed to start or to reach the driver ("), message
+    assert "exited with code 1" in message and "0.0.0.0" in message, message
     assert status["executors"]["failed"] >= 2, status
     assert {call for call in cluster.spark_calls() if not _granted(*call)} == set()

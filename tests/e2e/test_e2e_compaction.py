@@ -73,6 +73,23 @@ def test_a_compaction_job_rewrites_the_small_files_and_reports_exactly(release: 
     assert job["metadata"]["uid"] in pod["spec"]["containers"][0]["command"]
 
 
+def test_a_compaction_job_with_executors_runs_them_as_pods_and_ends_as_without(release: Release) -> None:
+    """`executors: 2` (issue 30): the driver creates two executor pods, which reach it over the pod
+    network and run its tasks; the job ends as the same job without executors does, and Finished ends
+    a wait on it."""
+    table = small_files(release, "wide", 4)
+    before = release.run("read", "read", {"table": table})
+    spark = {"executors": 2, "executorMemory": "512m", "driverMemory": "1g"}
+    release.apply(job_resource("wide-1", table="wide", spark=spark))
+    job = release.wait_for_condition("compactionjobs", "wide-1", "Finished", timeout_seconds=JOB_SECONDS)
+    status = job["status"]
+    assert status["phase"] == "Succeeded", status
+    assert (status["result"]["filesRemoved"], status["result"]["filesAdded"]) == (4, 1)
+    after = release.run("read", "read", {"table": table})
+    assert (after["files"], after["ids"]) == (1, before["ids"])
+    assert not status.get("executors"), status  # no executor failed or waited
+
+
 def test_a_compaction_job_that_loses_says_which_commit_won(release: Release) -> None:
     table = small_files(release, "losing", 3)
     # the writer prepares a DELETE of the first insert's file (ids 0-2) and commits it once the job is in flight

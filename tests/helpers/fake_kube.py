@@ -4,7 +4,8 @@ Kubernetes scheduler rely on.
 `FakeKube` is kmock's `KubernetesEmulator` (create, patch, delete, list and watch of any resource,
 finalizers honoured) plus:
 - what the API server fills in on create: uid, creationTimestamp, generation, resourceVersion, a name
-  from `generateName` (kopf's Events); a spec change makes a new generation;
+  from `generateName` (kopf's Events), a pod's `Pending` phase (Spark reads it at once); a spec change
+  makes a new generation;
 - label selectors on lists, watches and `deletecollection` (Spark finds and removes its executor pods
   by label; kmock itself ignores `labelSelector`);
 - JSON Patch (`application/json-patch+json`, what kopf and Spark's Kubernetes client send) applied to
@@ -269,6 +270,8 @@ class FakeKube(kmock.KubernetesEmulator):
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             meta.setdefault("generation", 1)
             meta.setdefault("resourceVersion", str(next(self._versions)))
+            if request.resource.plural == "pods":  # a new pod is Pending until scheduled and started
+                request.data.setdefault("status", {"phase": "Pending"})
         elif request.resource is not None and method == "PATCH" and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             meta.pop("resourceVersion", None)  # no optimistic concurrency here: the write always lands

@@ -106,18 +106,27 @@ def executor_template_file(env: Mapping[str, str], directory: str) -> str | None
     return path
 
 
-def spark_conf(args: argparse.Namespace, env: Mapping[str, str], template_dir: str = "/tmp") -> dict[str, str]:
+#: where every pod finds its ServiceAccount's token and the cluster's CA
+ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def spark_conf(
+    args: argparse.Namespace, env: Mapping[str, str], template_dir: str = "/tmp", account_dir: str = ACCOUNT_DIR
+) -> dict[str, str]:
     """Spark settings of a driver with executors on Kubernetes in client mode: the API server from the
     pod's environment, the driver's host and pod name from the downward API so executors are owned by
-    this pod, the pod's service-account token, the executors' pod template (the driver's volumes,
-    environment and user), then the job's own `--conf`."""
+    this pod, the pod's service-account token (where there is none, Spark's client reads KUBECONFIG),
+    the executors' pod template (the driver's volumes, environment and user), then the job's own
+    `--conf`."""
     conf = {}
     if args.executors:
-        account = "/var/run/secrets/kubernetes.io/serviceaccount"
         template = executor_template_file(env, template_dir)
         if template:
             conf["spark.kubernetes.executor.podTemplateFile"] = template
             conf["spark.kubernetes.executor.podTemplateContainerName"] = "executor"
+        if os.path.exists(f"{account_dir}/token"):
+            conf["spark.kubernetes.authenticate.oauthTokenFile"] = f"{account_dir}/token"
+            conf["spark.kubernetes.authenticate.caCertFile"] = f"{account_dir}/ca.crt"
         conf.update(
             {
                 "spark.master": api_server_url(env),
@@ -131,8 +140,6 @@ def spark_conf(args: argparse.Namespace, env: Mapping[str, str], template_dir: s
                 "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
                 "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
                 "spark.kubernetes.container.image": env.get("ACIDTABLES_JOB_IMAGE", ""),
-                "spark.kubernetes.authenticate.oauthTokenFile": f"{account}/token",
-                "spark.kubernetes.authenticate.caCertFile": f"{account}/ca.crt",
                 "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "acidtables")[:40],
                 # executors get no persistent volumes, so the driver owns none to clean up
                 "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",

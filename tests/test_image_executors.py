@@ -12,19 +12,23 @@ product's own; only the API server is emulated (no kube-apiserver can be had in 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from tests.helpers import pod_network
+from tests.helpers import envtest, pod_network
 from tests.helpers.kmock_operator import KmockOperator
+from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.pod_network import PodNetwork
 from tests.helpers.podman_kubelet import PodmanKubelet, account_token
 from tests.helpers.resources import GROUP, job_resource
@@ -76,12 +80,12 @@ def node() -> Iterator[tuple[PodNetwork, Path]]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _small_files(catalog: Catalog, name: str) -> Table:
-    """Three partitions of four small files each: what a minor compaction merges."""
+def _small_files(catalog: Catalog, name: str, partitions: Sequence[str] = ("a", "b", "c")) -> Table:
+    """Four small files in each partition: what a minor compaction merges."""
     table = catalog.create_table(name, schema="id BIGINT, dt STRING", partition_by=["dt"])
     for round_ in range(4):
         tx = table.begin("insert_into")
-        tx.add_files([staged_parquet(tx, {"dt": dt}, rows=round_ + 1) for dt in ("a", "b", "c")])
+        tx.add_files([staged_parquet(tx, {"dt": dt}, rows=round_ + 1) for dt in partitions])
         tx.commit()
     return table
 
@@ -237,3 +241,101 @@ def test_executors_that_cannot_reach_the_driver_fail_the_job_with_their_own_reas
     assert "exited with code 1" in message and "0.0.0.0" in message, message
     assert status["executors"]["failed"] >= 2, status
     assert {call for call in cluster.spark_calls() if not _granted(*call)} == set()
+
+
+# --- the same on a real kube-apiserver -------------------------------------------------------------
+
+
+def _service_account_token(api: envtest.KubeAPI) -> Callable[[str, str], str]:
+    """A pod's token as the kubelet gets it: the API server's TokenRequest for the pod's account."""
+
+    def token(namespace: str, account: str) -> str:
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        }
+        answer = api.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request)
+        return str(answer["status"]["token"])
+
+    return token
+
+
+@pytest.mark.slow
+def test_on_a_real_api_server_two_and_four_executors_run_the_tasks_under_the_spark_role(
+    image: str, node: tuple[PodNetwork, Path]
+) -> None:
+    """Where KUBEBUILDER_ASSETS names a kube-apiserver: the same pods, with RBAC, admission, watches and
+    the operator's own process all real (only the kubelet is this test's). A job with two executors and
+    one with four on a larger table succeed, each executor registers and runs tasks, and the Spark
+    account's calls, read from the API server's audit log, are all its Role grants."""
+    assets = envtest.assets_dir()
+    if assets is None or envtest.missing_binaries(assets):
+        pytest.skip(f"needs {envtest.ASSETS_VARIABLE} (kube-apiserver, etcd, kubectl): the real API server tier")
+    network, workdir = node
+    api = envtest.start(assets, workdir / "kube-apiserver", host=network.node_ip)
+    etcd = EmbeddedEtcd(workdir / "etcd", host=network.node_ip).start()
+    warehouse = workdir / "warehouse"
+    prefix = f"/executors-{uuid.uuid4().hex[:8]}"
+    operator = None
+    try:
+        envtest.kubectl(api, "apply", "--server-side", "-f", str(Path(__file__).resolve().parents[1] / "crds"))
+        envtest.kubectl(api, "wait", "--for=condition=Established", "--timeout=60s", "crd/compactionjobs.acidtables.io")
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        api.request("POST", "/api/v1/namespaces", namespace)
+        settings = Settings(etcd=EtcdSettings((etcd.endpoint,), prefix=prefix), warehouse=str(warehouse))
+        with Catalog(settings) as catalog:
+            small = _small_files(catalog, f"{NAMESPACE}.small")
+            large = _small_files(catalog, f"{NAMESPACE}.large", partitions=[f"p{i}" for i in range(8)])
+            rows = {"small": _rows(small), "large": _rows(large)}
+            for directory, _, files in os.walk(warehouse):
+                os.chown(directory, UID, 0)
+                for name in files:
+                    os.chown(os.path.join(directory, name), UID, 0)
+            env = {
+                "KUBECONFIG": str(api.kubeconfig),
+                "ACIDTABLES_ETCD_ENDPOINTS": etcd.endpoint,
+                "ACIDTABLES_ETCD_PREFIX": prefix,
+                "ACIDTABLES_WAREHOUSE": str(warehouse),
+                "ACIDTABLES_WAREHOUSE_VOLUME": json.dumps({"hostPath": {"path": str(warehouse)}}),
+                "ACIDTABLES_JOB_IMAGE": image,
+                "ACIDTABLES_JOB_SERVICE_ACCOUNT": ACCOUNT,
+                "ACIDTABLES_JOB_ACCOUNTS_CREATE": "true",
+                "ACIDTABLES_METRICS_PORT": "0",
+            }
+            operator = OperatorProcess(workdir / "operator.log", env, [NAMESPACE])
+            (workdir / "pods").mkdir(mode=0o755)
+            kubelet = PodmanKubelet(
+                api,
+                NAMESPACE,
+                workdir / "pods",
+                network=network,
+                ca_file=api.ca_file,
+                token=_service_account_token(api),
+            )
+            with kubelet:
+                for job, table, executors in (("two", "small", 2), ("four", "large", 4)):
+                    spark = {"executors": executors, "executorMemory": "512m", "driverMemory": "1g"}
+                    envtest.apply(api, NAMESPACE, job_resource(job, table=table, spark=spark, backoffLimit=0))
+                    wait = ("wait", "-n", NAMESPACE, "--for=condition=Finished", "--timeout=300s")
+                    with contextlib.suppress(subprocess.CalledProcessError):  # said below, with the logs
+                        envtest.kubectl(api, *wait, f"compactionjob/{job}")
+                    found = api.request("GET", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs/{job}")
+                    logs = "\n".join(f"--- {pod}\n{kubelet.log(pod)[-2000:]}" for pod in kubelet.started)
+                    said = f"{found.get('status')}\n{logs}\n{kubelet.errors[-5:]}\n{operator.log()[-3000:]}"
+                    assert found.get("status", {}).get("phase") == "Succeeded", said
+                    started = [key for key, pod in kubelet.started.items() if is_executor(pod) and key.startswith(job)]
+                    assert len(started) == executors, started
+                    for key in started:
+                        assert "Successfully registered with driver" in kubelet.log(key), kubelet.log(key)[-3000:]
+                    assert any("Running task" in kubelet.log(key) for key in started)
+            assert _rows(small) == rows["small"] and _rows(large) == rows["large"]
+            assert (len(small.snapshot().files), len(large.snapshot().files)) == (3, 8)
+        used = api.calls(f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}", NAMESPACE)
+        assert ("pods", "create") in used
+        assert {call for call in used if not _granted(*call)} == set()
+    finally:
+        if operator is not None:
+            operator.stop()
+        etcd.stop()
+        api.stop()

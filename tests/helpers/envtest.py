@@ -116,11 +116,13 @@ def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0) -> KubeAPI:
-    """Start etcd and kube-apiserver from `assets` with their state under `state`; wait for /readyz."""
+def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0, host: str = "127.0.0.1") -> KubeAPI:
+    """Start etcd and kube-apiserver from `assets` with their state under `state`; wait for /readyz.
+    The API server listens on `host` (loopback; or the node's address on a pod network, for pods in
+    network namespaces of their own), etcd on loopback."""
     (state / "pki").mkdir(parents=True, exist_ok=True)
     (state / "etcd").mkdir(exist_ok=True)
-    etcd_port, peer_port, port = free_port(), free_port(), free_port()
+    etcd_port, peer_port, port = free_port(), free_port(), free_port(host)
     token = secrets.token_hex(24)
     (state / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
     # what service accounts do, so a test can compare the calls an account made with what its Role grants
@@ -131,7 +133,7 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0) -> KubeAP
     api = KubeAPI(
         assets=assets,
         state=state,
-        url=f"https://127.0.0.1:{port}",
+        url=f"https://{host}:{port}",
         token=token,
         ca_file=state / "pki" / "apiserver.crt",
         kubeconfig=state / "kubeconfig",
@@ -161,11 +163,11 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0) -> KubeAP
                 [
                     str(assets / "kube-apiserver"),
                     f"--etcd-servers={etcd_url}",
-                    "--bind-address=127.0.0.1",
-                    "--advertise-address=127.0.0.1",
+                    f"--bind-address={host}",
+                    f"--advertise-address={host}",
                     f"--secure-port={port}",
                     f"--cert-dir={state / 'pki'}",
-                    f"--service-account-issuer=https://127.0.0.1:{port}",
+                    f"--service-account-issuer=https://{host}:{port}",
                     f"--service-account-signing-key-file={state / 'pki' / 'apiserver.key'}",
                     f"--service-account-key-file={state / 'pki' / 'apiserver.key'}",
                     f"--token-auth-file={state / 'tokens.csv'}",

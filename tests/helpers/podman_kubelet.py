@@ -9,7 +9,8 @@ maps and emptyDirs as directories of the pod's own), the user of its security co
 entry point and `args` after the image, the pod's name as host name (resolving to its address, as
 the kubelet's /etc/hosts does), and a file at the container's
 terminationMessagePath whose content becomes the terminated state's message. The token is
-`TOKEN_PREFIX` + namespace + ":" + account, so a test can tell which account made which call.
+`TOKEN_PREFIX` + namespace + ":" + account, so a test can tell which account made which call (kmock),
+or whatever `token` gives (a real API server's TokenRequest).
 
 ACIDTABLES_PODMAN_ARGS and ACIDTABLES_PODMAN_RUN_ARGS carry what a sandbox needs (a runtime, lower
 rlimits), as for the other image tests.
@@ -21,10 +22,12 @@ import json
 import os
 import shlex
 import subprocess
+import urllib.error
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.kubelet import ApiServer, Kubelet, expand
+from tests.helpers.kubelet import NODE, ApiServer, Kubelet, expand
 from tests.helpers.pod_network import PodNetwork
 
 #: where every pod finds its ServiceAccount's credentials
@@ -50,11 +53,22 @@ class PodmanKubelet(Kubelet):
     """Runs the pods of `namespace` as podman containers on `network`."""
 
     def __init__(
-        self, api: ApiServer, namespace: str, workdir: Path, *, network: PodNetwork, ca_file: Path, **kwargs: Any
+        self,
+        api: ApiServer,
+        namespace: str,
+        workdir: Path,
+        *,
+        network: PodNetwork,
+        ca_file: Path,
+        token: Callable[[str, str], str] = account_token,
+        **kwargs: Any,
     ) -> None:
+        """`token(namespace, account)` is what a pod of that account gets as its token: by default a
+        name the test can recognise (kmock does not authenticate); a real API server's TokenRequest."""
         super().__init__(api, namespace, workdir, **kwargs)
         self.network = network
         self.ca_file = ca_file
+        self.token = token
         self.tag = network.tag
 
     def container(self, key: str) -> str:
@@ -64,7 +78,18 @@ class PodmanKubelet(Kubelet):
         """No Node object: pods are bound by naming the node in their spec."""
 
     def _bind(self, pod: dict[str, Any]) -> None:
-        self.api.request("PATCH", self._path(pod), {"spec": {"nodeName": "podman-node"}})
+        """As the scheduler binds a pod (pods/binding); kmock has no such subresource, so there the
+        node is named in the spec instead."""
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod["metadata"]["name"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        }
+        try:
+            self.api.request("POST", self._path(pod, "/binding"), binding)
+        except urllib.error.HTTPError:
+            self.api.request("PATCH", self._path(pod), {"spec": {"nodeName": NODE}})
 
     def _base_env(self) -> dict[str, str]:
         return {}  # the image's own environment (ENV lines) applies
@@ -82,7 +107,7 @@ class PodmanKubelet(Kubelet):
         account = pod["spec"].get("serviceAccountName") or "default"
         directory = self.workdir / self.key(pod) / "serviceaccount"
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "token").write_text(account_token(namespace, account))
+        (directory / "token").write_text(self.token(namespace, account))
         (directory / "ca.crt").write_bytes(self.ca_file.read_bytes())
         (directory / "namespace").write_text(namespace)
         return directory

@@ -134,6 +134,7 @@ def operator_env(
         # a standby takes over this soon after the leader dies
         "ACIDTABLES_LEADER_LEASE_SECONDS": "3",
         "ACIDTABLES_METRICS_PORT": str(free_port()),
+        "ACIDTABLES_HEALTH_PORT": str(free_port()),
         "ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS": "1",
     }
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from tests.helpers.kmock_operator import KmockOperator
+from tests.helpers.podman_kubelet import POD_USER, give_to_pod_user, podman, run_arguments
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
@@ -35,8 +35,6 @@ from acidtables.core.waiting import wait_for
 IMAGE_VARIABLE = "ACIDTABLES_TEST_IMAGE"
 #: set by .ci/image: there a missing image or podman is a failure, not a skip
 REQUIRE_VARIABLE = "ACIDTABLES_REQUIRE_IMAGE"
-#: the uid the chart runs every acidtables container as
-UID = 185
 
 pytestmark = pytest.mark.image
 
@@ -68,20 +66,11 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def give_to_container_user(root: Path) -> None:
-    """The chart's pods own the warehouse as uid 185 (fsGroup): so does the test's."""
-    for directory, _, files in os.walk(root):
-        os.chown(directory, UID, 0)
-        for name in files:
-            os.chown(os.path.join(directory, name), UID, 0)
-
-
 def podman_command(
     image: str, args: Sequence[str], *, env: dict[str, str], mounts: Sequence[Path], name: str
 ) -> list[str]:
-    command = ["podman", *shlex.split(os.environ.get("ACIDTABLES_PODMAN_ARGS", "")), "run", "--rm", "--name", name]
-    command += shlex.split(os.environ.get("ACIDTABLES_PODMAN_RUN_ARGS", ""))
-    command += ["--user", str(UID), "--read-only", "--tmpfs", "/tmp:rw,mode=1777", "--network", "host"]
+    command = [*podman("run", "--rm", "--name", name), *run_arguments()]
+    command += ["--user", str(POD_USER), "--read-only", "--tmpfs", "/tmp:rw,mode=1777", "--network", "host"]
     for mount in mounts:
         command += ["-v", f"{mount}:{mount}"]
     for key, value in env.items():
@@ -128,7 +117,7 @@ def test_the_job_entry_point_compacts_a_real_table(image: str, etcd_server: Embe
     catalog, env = catalog_on(etcd_server, workdir / "warehouse")
     with catalog:
         table = four_small_files(catalog, "image.small")
-        give_to_container_user(workdir)
+        give_to_pod_user(workdir)
         termination = workdir / "termination"
         command = podman_command(
             image, compact_args(table, termination), env=env, mounts=[workdir], name=f"job-{uuid.uuid4().hex[:8]}"
@@ -152,7 +141,7 @@ def test_a_losing_job_writes_its_conflict_to_the_termination_message(
         table = four_small_files(catalog, "image.loser")
         data = Path(table.location) / "data"
         before = set(data.iterdir())
-        give_to_container_user(workdir)
+        give_to_pod_user(workdir)
         termination = workdir / "termination"
         name = f"loser-{uuid.uuid4().hex[:8]}"
         job = subprocess.Popen(
@@ -229,7 +218,7 @@ def test_the_operator_entry_point_starts_and_answers_its_health_endpoints(
     kube.start_kube(monkeypatch.setenv)
     try:
         kubeconfig = workdir / "kubeconfig"  # start_kube wrote it there (its tmp_path), for uid 185 too
-        give_to_container_user(workdir)
+        give_to_pod_user(workdir)
         health, metrics = free_port(), free_port()
         env = {
             "KUBECONFIG": str(kubeconfig),

@@ -30,7 +30,7 @@ from tests.helpers import envtest, pod_network
 from tests.helpers.kmock_operator import KmockOperator
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.pod_network import PodNetwork
-from tests.helpers.podman_kubelet import PodmanKubelet, account_token
+from tests.helpers.podman_kubelet import PodmanKubelet, account_token, give_to_pod_user
 from tests.helpers.resources import GROUP, job_resource
 from tests.helpers.servers import make_tls_files
 from tests.helpers.tables import staged_parquet
@@ -47,7 +47,6 @@ IMAGE_VARIABLE = "ACIDTABLES_TEST_IMAGE"
 REQUIRE_VARIABLE = "ACIDTABLES_REQUIRE_IMAGE"
 NAMESPACE = "sales"
 ACCOUNT = "acidtables-spark"
-UID = 185
 
 
 def _unavailable() -> str | None:
@@ -181,21 +180,13 @@ def cluster(image: str, node: tuple[PodNetwork, Path], monkeypatch: pytest.Monke
         etcd.stop()
 
 
-def _give_to_job_user(cluster: PodCluster) -> None:
-    """The chart's pods own the warehouse (fsGroup 185): so do the test's."""
-    for directory, _, files in os.walk(cluster.catalog.settings.warehouse):
-        os.chown(directory, UID, 0)
-        for name in files:
-            os.chown(os.path.join(directory, name), UID, 0)
-
-
 def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tasks(cluster: PodCluster) -> None:
     spread, alone = (
         _small_files(cluster.catalog, f"{NAMESPACE}.spread"),
         _small_files(cluster.catalog, f"{NAMESPACE}.alone"),
     )
     before = _rows(spread)
-    _give_to_job_user(cluster)
+    give_to_pod_user(cluster.catalog.settings.warehouse)
     status = cluster.run("with-executors", "spread", {"executors": 2, "executorMemory": "512m", "driverMemory": "1g"})
     assert status["phase"] == "Succeeded", f"{status}\n{cluster.logs()}"
     status = cluster.run("without", "alone", {"driverMemory": "1g"})
@@ -225,7 +216,7 @@ def test_executors_that_cannot_reach_the_driver_fail_the_job_with_their_own_reas
     saying only that its context stopped. The job says what the executors said, and every call Spark
     made on the way (it removes and replaces failed executors) is one its Role grants."""
     _small_files(cluster.catalog, f"{NAMESPACE}.doomed")
-    _give_to_job_user(cluster)
+    give_to_pod_user(cluster.catalog.settings.warehouse)
     spark = {
         "executors": 2,
         "executorMemory": "512m",
@@ -288,10 +279,7 @@ def test_on_a_real_api_server_two_and_four_executors_run_the_tasks_under_the_spa
             small = _small_files(catalog, f"{NAMESPACE}.small")
             large = _small_files(catalog, f"{NAMESPACE}.large", partitions=[f"p{i}" for i in range(8)])
             rows = {"small": _rows(small), "large": _rows(large)}
-            for directory, _, files in os.walk(warehouse):
-                os.chown(directory, UID, 0)
-                for name in files:
-                    os.chown(os.path.join(directory, name), UID, 0)
+            give_to_pod_user(warehouse)
             env = {
                 "KUBECONFIG": str(api.kubeconfig),
                 "ACIDTABLES_ETCD_ENDPOINTS": etcd.endpoint,

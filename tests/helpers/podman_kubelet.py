@@ -45,6 +45,18 @@ def run_arguments() -> list[str]:
     return shlex.split(os.environ.get("ACIDTABLES_PODMAN_RUN_ARGS", ""))
 
 
+#: the image's user, which the chart's pods run as (and own the warehouse as, through fsGroup)
+POD_USER = 185
+
+
+def give_to_pod_user(root: Path | str) -> None:
+    """What fsGroup does for the chart's pods: the files under `root` become the image user's."""
+    for directory, _, files in os.walk(root):
+        os.chown(directory, POD_USER, 0)
+        for name in files:
+            os.chown(os.path.join(directory, name), POD_USER, 0)
+
+
 def account_token(namespace: str, account: str) -> str:
     return f"{TOKEN_PREFIX}{namespace}:{account}"
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from acidtables.operator.compactions import decide
+from acidtables.operator.executor_failures import last_words
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
 
@@ -80,3 +81,40 @@ def test_a_finished_job_is_deleted_after_its_ttl_and_not_before() -> None:
     assert decide({}, done, None, NOW, ttl_seconds=101).delete_job is False
     assert decide({}, done, None, NOW, ttl_seconds=100).delete_job is True
     assert decide({}, done, None, NOW).delete_job is False
+
+
+def unschedulable(message: str) -> dict[str, Any]:
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    return {"metadata": {"name": "j-driver-1", "namespace": "sales", "creationTimestamp": stamp(NOW)},
+            "status": {"phase": "Pending", "conditions": [scheduled]}}  # fmt: skip
+
+
+def test_an_unschedulable_driver_stalls_the_job_once_per_cause_and_a_missing_claim_fails_it() -> None:
+    pending = {"attempts": 1, "phase": "Pending"}
+    cpu = decide({}, pending, unschedulable("0/1 nodes are available: 1 Insufficient cpu."), NOW)
+    assert (cpu.stalled, cpu.reason, cpu.status.get("phase")) == (True, "Unschedulable", None)
+    said = {**pending, "message": cpu.status["message"]}
+    assert decide({}, said, unschedulable("0/1 nodes are available: 1 Insufficient cpu."), NOW).event is None
+    claim = decide({}, pending, unschedulable('0/1 nodes are available: persistentvolumeclaim "lake" not found.'), NOW)
+    assert (claim.status["phase"], claim.reason, claim.delete_pod) == ("Failed", "ClaimNotFound", "j-driver-1")
+    assert "PersistentVolumeClaim lake, which does not exist in namespace sales" in claim.status["message"]
+
+
+def test_a_driver_failure_after_executor_failures_leads_with_the_executors_words() -> None:
+    executors = {"failed": 4, "recent": [{"pod": "j-exec-4", "reason": "Error", "exitCode": 1, "message": "refused"}]}
+    status = {"attempts": 1, "phase": "Running", "executors": executors}
+    decision = decide({"backoffLimit": 0}, status, pod("Failed", message=json.dumps(
+        {"phase": "Failed", "message": "stopped SparkContext"})), NOW)  # fmt: skip
+    assert (decision.status["phase"], decision.reason) == ("Failed", "ExecutorsFailed")
+    assert decision.status["message"] == (
+        "executors failed to start or to reach the driver (4 executor pods failed; last: executor pod j-exec-4 "
+        "exited with code 1 (Error): refused); the driver then ended: stopped SparkContext"
+    )
+    retried = decide({"backoffLimit": 1}, status, pod("Failed", message=json.dumps({"phase": "Failed"})), NOW)
+    assert retried.status["retryAt"] and "executors failed" in retried.status["message"]
+
+
+def test_an_executors_last_words_skip_stack_frames() -> None:
+    log = "INFO starting\nCaused by: java.net.ConnectException: refused\n\tat io.netty.X(X.java:1)\n\t... 12 more\n"
+    assert last_words(log) == "INFO starting | Caused by: java.net.ConnectException: refused"
+    assert last_words(log, lines=1) == "Caused by: java.net.ConnectException: refused"

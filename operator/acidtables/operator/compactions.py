@@ -5,7 +5,8 @@ operator restarted mid-job picks up exactly where the status says it was.
 
 Phases: Pending (pod created, not running), Running, Succeeded, Conflicted (lost to a concurrent
 commit: not retried, the next run will find the files), Failed (after `backoffLimit` retries, or a
-driver that never started or vanished, or a driver pod the API server refuses for good).
+driver that never started or vanished, a driver pod the API server refuses for good, or one no retry can
+start: its claim does not exist or its image name is invalid, pod_states).
 
 A driver pod the API server refuses (`creation_refused`) is judged by its answer: an invalid spec
 (422/400), a refusal by RBAC (403 "cannot create") or a namespace that is gone (404) will refuse every

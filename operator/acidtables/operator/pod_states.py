@@ -22,7 +22,7 @@ _MISSING_CLAIM = re.compile(r'persistentvolumeclaim "([^"]+)" not found', re.IGN
 
 @dataclass(frozen=True)
 class Blocked:
-    """Why a driver pod cannot start, said on the job at once."""
+    """Why a pod of a job (its driver, or an executor) cannot start, said on the job at once."""
 
     reason: str
     message: str

@@ -21,7 +21,7 @@ from acidtables.spark import sql
 from acidtables.spark.statements.dialect import parse_statement
 
 from .report import Figure
-from .spark import Bench, frame, timed
+from .spark_setup import Bench, frame, timed
 
 #: one statement of each kind; {t} is a table name
 STATEMENTS = {

@@ -1,4 +1,4 @@
-"""Spark executors on a pod network (issue 30, items 1 and 2): the operator's driver pod and the
+"""Spark executors on a pod network (issue 30, items 1-3): the operator's driver pod and the
 executor pods Spark's Kubernetes scheduler creates, each a podman container of the real image in a
 network namespace of its own, talking over a bridge as pods do.
 
@@ -8,6 +8,7 @@ starts each pod the API server holds: the driver pod exactly as the operator wro
 exactly as Spark wrote them. etcd listens on the node's address too. So the driver's settings, the
 address it gives its executors, the executors' pod template and the rights Spark uses are all the
 product's own; only the API server is emulated (no kube-apiserver can be had in CI), and the kubelet.
+Where KUBEBUILDER_ASSETS names a kube-apiserver, the last test runs the same on a real one.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -238,21 +239,6 @@ def test_executors_that_cannot_reach_the_driver_fail_the_job_with_their_own_reas
 # --- the same on a real kube-apiserver -------------------------------------------------------------
 
 
-def _service_account_token(api: envtest.KubeAPI) -> Callable[[str, str], str]:
-    """A pod's token as the kubelet gets it: the API server's TokenRequest for the pod's account."""
-
-    def token(namespace: str, account: str) -> str:
-        request = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        }
-        answer = api.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request)
-        return str(answer["status"]["token"])
-
-    return token
-
-
 @pytest.mark.slow
 def test_on_a_real_api_server_two_and_four_executors_run_the_tasks_under_the_spark_role(
     image: str, node: tuple[PodNetwork, Path]
@@ -300,7 +286,7 @@ def test_on_a_real_api_server_two_and_four_executors_run_the_tasks_under_the_spa
                 workdir / "pods",
                 network=network,
                 ca_file=api.ca_file,
-                token=_service_account_token(api),
+                token=partial(envtest.service_account_token, api),
             )
             with kubelet:
                 for job, table, executors in (("two", "small", 2), ("four", "large", 4)):

@@ -57,11 +57,8 @@ def chart_operator(
     )
     assert answer["ok"], answer
     account = f"{release}-acidtables-operator"
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    token = kube_api.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request)
-    kubeconfig = envtest.write_kubeconfig(
-        kube_api, token=token["status"]["token"], path=tmp_path / "operator.kubeconfig"
-    )
+    token = envtest.service_account_token(kube_api, namespace, account)
+    kubeconfig = envtest.write_kubeconfig(kube_api, token=token, path=tmp_path / "operator.kubeconfig")
     roles = {
         "role": f"{RBAC}/namespaces/{kube_namespace}/roles/{account}",
         "discovery": f"{RBAC}/clusterroles/{account}-discovery",
@@ -98,12 +95,8 @@ def test_executors_run_as_pods_the_driver_creates_under_the_spark_accounts_right
     """`executors: 1`: the driver pod runs Spark's Kubernetes scheduler in client mode as the chart's
     Spark ServiceAccount (RBAC enforced): it creates its executor pod through the API, owned by the
     driver pod; the executor runs the job's tasks; the driver deletes it at the end."""
-    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    token = kube_api.request(
-        "POST", f"/api/v1/namespaces/{kube_namespace}/serviceaccounts/{SPARK_ACCOUNT}/token", request
-    )
     token_file = tmp_path / "spark.token"
-    token_file.write_text(token["status"]["token"])
+    token_file.write_text(envtest.service_account_token(kube_api, kube_namespace, SPARK_ACCOUNT))
     conf = {
         # what a cluster's DNS (kubernetes.default.svc) and the pod's projected token would give
         "spark.master": f"k8s://{kube_api.url}",

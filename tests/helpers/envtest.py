@@ -201,6 +201,14 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0, host: str
         raise
 
 
+def service_account_token(api: KubeAPI, namespace: str, account: str, seconds: int = 3600) -> str:
+    """A token of the ServiceAccount `namespace/account` from the TokenRequest API, as the kubelet gets
+    one for a pod (urllib.error.HTTPError 404 when there is no such account)."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}}
+    answer = api.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", request)
+    return str(answer["status"]["token"])
+
+
 def write_kubeconfig(api: KubeAPI, *, token: str | None = None, path: Path | None = None) -> Path:
     """A kubeconfig for the admin (or for `token`), as kubectl, the kubernetes client and kopf read it."""
     target = path or api.kubeconfig

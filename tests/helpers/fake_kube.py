@@ -22,7 +22,6 @@ references, and the kubelet (tests play it).
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import re
@@ -33,6 +32,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp.web
+import jsonpatch
 import kmock
 
 GROUP, VERSION = "acidtables.io", "v1alpha1"
@@ -131,62 +131,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-# --- JSON Patch --------------------------------------------------------------------------------------
-
-
-def _pointer(path: str) -> list[str]:
-    return [part.replace("~1", "/").replace("~0", "~") for part in path.split("/")[1:]]
-
-
-def json_patched(document: Any, operations: list[Mapping[str, Any]]) -> Any:
-    """RFC 6902 applied to a copy of `document` (add, remove, replace, move, copy; `test` always passes,
-    as this emulator has no optimistic concurrency)."""
-    result = copy.deepcopy(document)
-    for operation in operations:
-        op, parts = operation["op"], _pointer(operation["path"])
-        if op in ("move", "copy"):
-            source = _pointer(operation["from"])
-            value = _get(result, source)
-            if op == "move":
-                _remove(result, source)
-            result = _add(result, parts, copy.deepcopy(value))
-        elif op == "test":
-            continue  # no optimistic concurrency here (kopf tests metadata.resourceVersion)
-        elif op == "remove":
-            _remove(result, parts)
-        elif op == "replace":
-            _remove(result, parts)
-            result = _add(result, parts, operation["value"])
-        elif op == "add":
-            result = _add(result, parts, operation["value"])
-        else:
-            raise kmock.KubernetesError(status=422, reason="Invalid", message=f"unknown op {op!r}", details={})
-    return result
-
-
-def _get(document: Any, parts: list[str]) -> Any:
-    for part in parts:
-        document = document[int(part)] if isinstance(document, list) else document[part]
-    return document
-
-
-def _remove(document: Any, parts: list[str]) -> None:
-    parent = _get(document, parts[:-1])
-    if isinstance(parent, list):
-        del parent[int(parts[-1])]
-    else:
-        del parent[parts[-1]]
-
-
-def _add(document: Any, parts: list[str], value: Any) -> Any:
-    if not parts:
-        return value
-    parent = _get(document, parts[:-1])
-    if isinstance(parent, list):
-        parent.insert(len(parent) if parts[-1] == "-" else int(parts[-1]), value)
-    else:
-        parent[parts[-1]] = value
-    return document
+# --- JSON Patch -------------------------------------------------------------------------------------
 
 
 def merge_patch_between(old: Any, new: Any) -> Any:
@@ -290,7 +235,13 @@ class FakeKube(kmock.KubernetesEmulator):
         if key not in self.objects or self.objects[key].deleted:
             raise kmock.KubernetesError(status=404, reason="NotFound", message=f"{request.name} not found", details={})
         current = json.loads(json.dumps(self.objects[key].raw))
-        patch = merge_patch_between(current, json_patched(current, request.data))
+        # no optimistic concurrency here: kopf's `test` of metadata.resourceVersion always passes
+        operations = [op for op in request.data if op.get("op") != "test"]
+        try:
+            patched = jsonpatch.apply_patch(current, operations)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise kmock.KubernetesError(status=422, reason="Invalid", message=str(exc), details={}) from None
+        patch = merge_patch_between(current, patched)
         return patch if isinstance(patch, dict) else {}
 
     async def _delete_collection(self, request: Any) -> aiohttp.web.StreamResponse:

@@ -178,21 +178,14 @@ class ClusterKubelet(Kubelet):
     def _service_account_kubeconfig(self, pod: dict[str, Any]) -> Path | None:
         meta = pod["metadata"]
         account = pod["spec"].get("serviceAccountName") or "default"
-        request = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 7200},
-        }
         try:
-            token = self.api.request(
-                "POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token", request
-            )
+            token = envtest.service_account_token(self.api, meta["namespace"], account, seconds=7200)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:  # no such account (envtest has no `default` one): no credentials
                 return None
             raise
         path = self.workdir / f"{self.key(pod)}.kubeconfig"
-        return envtest.write_kubeconfig(self.api, token=token["status"]["token"], path=path)
+        return envtest.write_kubeconfig(self.api, token=token, path=path)
 
     # --- volumes -------------------------------------------------------------------------------------
 

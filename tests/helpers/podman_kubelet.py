@@ -92,14 +92,8 @@ class PodmanKubelet(Kubelet):
     def _bind(self, pod: dict[str, Any]) -> None:
         """As the scheduler binds a pod (pods/binding); kmock has no such subresource, so there the
         node is named in the spec instead."""
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod["metadata"]["name"]},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
-        }
         try:
-            self.api.request("POST", self._path(pod, "/binding"), binding)
+            super()._bind(pod)
         except urllib.error.HTTPError:
             self.api.request("PATCH", self._path(pod), {"spec": {"nodeName": NODE}})
 

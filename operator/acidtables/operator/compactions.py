@@ -177,12 +177,9 @@ def decide(
         if outcome["phase"] == "Failed":
             why = str(outcome.get("message", "the driver failed"))
             reported = failure_reported(status, why)  # executors failed first: their words lead
-            if reported is None:
-                return _failed_attempt(spec, attempts, now, why, None, outcome)
-            reason, why = reported
-            decision = _failed_attempt(spec, attempts, now, why, None, outcome)
-            if decision.status.get("phase") == "Failed":
-                decision.reason, decision.event = reason, ("Warning", reason, why)
+            decision = _failed_attempt(spec, attempts, now, reported[1] if reported else why, None, outcome)
+            if reported is not None and decision.status.get("phase") == "Failed":
+                decision.reason, decision.event = reported[0], ("Warning", reported[0], reported[1])
             return decision
         result = {k: v for k, v in outcome.items() if k not in ("phase", "message")}
         message = str(outcome.get("message") or f"compaction {outcome['phase'].lower()}")

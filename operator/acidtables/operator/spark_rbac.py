@@ -5,8 +5,8 @@ creates them only in the release namespace, so a job anywhere else failed with `
 The rules are exactly the chart's (files/spark-rules.yaml, which its Role and the operator's rights
 both read; tests/test_spark_rbac.py checks that the two say the same): the calls Spark's Kubernetes
 scheduler makes in client mode for executors, in that namespace only. Creating a Role needs holding
-its rights (Kubernetes' RBAC escalation check), so the
-operator's ClusterRole holds these too, and nothing more.
+its rights (Kubernetes' RBAC escalation check), so the operator's ClusterRole holds these too, and
+nothing more.
 
 The objects are labelled `app.kubernetes.io/managed-by: acidtables-operator`, so an uninstall finds them
 (README, Uninstalling). Existing objects of that name are left as they are: the chart's, or an

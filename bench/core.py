@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.file_checks import prove_new_file
+from acidtables.core.commit.file_checks import prove_new_file
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.snapshot import Snapshot
-from acidtables.core.storage import Storage
+from acidtables.core.storage.storage import Storage
 
 from . import workers
 from .report import Figure, Goal, Report, machine_info, now_iso

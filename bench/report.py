@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from acidtables.core.embedded import find_etcd_binary
+from acidtables.core.coordination.embedded import find_etcd_binary
 
 
 @dataclass(frozen=True)

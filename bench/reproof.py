@@ -26,9 +26,9 @@ from pathlib import Path
 from tests.helpers.object_store import find_moto_server, moto_server
 
 from acidtables import Catalog, Transaction
-from acidtables.core import storage as storage_module
 from acidtables.core.settings import Settings
-from acidtables.core.storage import Storage
+from acidtables.core.storage import storage as storage_module
+from acidtables.core.storage.storage import Storage
 
 from . import workers
 from .report import Figure, Goal, Report

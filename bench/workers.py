@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from acidtables import Catalog
+from acidtables.core.commit.transaction import Transaction
 from acidtables.core.errors import CommitRetriesExhausted
-from acidtables.core.records import DataFile
+from acidtables.core.log.records import DataFile
 from acidtables.core.settings import Settings
-from acidtables.core.transaction import Transaction
 
 #: partitions the history tables spread their appends over
 HISTORY_PARTITIONS = tuple(f"2026-11-{day:02d}" for day in range(1, 9))

@@ -17,7 +17,7 @@ from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
 
 from acidtables import Catalog
-from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
 
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from acidtables import Table, Transaction
-from acidtables.core.records import ColumnStats, DataFile, FileKind, TableMetadata
-from acidtables.core.snapshot import Snapshot
+from acidtables.core.log.records import ColumnStats, DataFile, FileKind, TableMetadata
+from acidtables.core.log.snapshot import Snapshot
 
 _counter = itertools.count()
 

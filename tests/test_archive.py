@@ -18,9 +18,9 @@ from tests.jobs import stage
 
 from acidtables import Catalog, Table
 from acidtables.core import ConcurrentModificationException, CorruptMetadataError, VersionExpiredError
-from acidtables.core.archive import ARCHIVE_DIR
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.etcd import ArchiveMarker
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.etcd import ArchiveMarker
+from acidtables.core.log.archive import ARCHIVE_DIR
 
 WINDOW = 20
 TESTS_DIR = Path(__file__).parent

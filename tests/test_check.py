@@ -17,7 +17,7 @@ from acidtables.check.cluster import DIVERGING_RELEASES, etcd_binary, etcd_versi
 from acidtables.check.rules import may_match
 from acidtables.check.runner import RunConfig, check_members_agree, run
 from acidtables.check.writer import parquet_of
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 
 
 def _history(*jobs: tuple[str, str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -36,7 +36,7 @@ def test_the_checker_catches_a_committer_that_lets_a_forbidden_pair_through(
     later.add_files([stage(later, "a")])
     first = earlier.commit()
     # a broken committer: every winner is judged harmless and the loser rebased
-    monkeypatch.setattr("acidtables.core.committer.judge", lambda winner, intent, meta: intent)
+    monkeypatch.setattr("acidtables.core.commit.committer.judge", lambda winner, intent, meta: intent)
     second = later.commit()
     invoked, outcomes = _history(
         (first.txn_id, "ns.mc", {"kind": "ok", "version": 1}), (second.txn_id, "ns.mc", {"kind": "ok", "version": 2})
@@ -59,7 +59,7 @@ def test_the_checker_catches_delete_delete_on_a_delta_table(catalog: Catalog, mo
         tx.remove_files(inputs)
         tx.add_files([stage(tx, "a", lineage=[f.path for f in inputs])])
     one.commit()
-    monkeypatch.setattr("acidtables.core.committer.judge", lambda winner, intent, meta: intent)
+    monkeypatch.setattr("acidtables.core.commit.committer.judge", lambda winner, intent, meta: intent)
     two.commit()
     verdict = Verdict()
     check_table(catalog, table, {}, {}, verdict)
@@ -78,7 +78,7 @@ def test_the_checker_catches_a_delete_read_on_a_delta_table(catalog: Catalog, mo
     for tx in (one, two):
         tx.remove_files(tx.scan("dt = 'a'"))
     one.commit()
-    monkeypatch.setattr("acidtables.core.committer.judge", lambda winner, intent, meta: intent)
+    monkeypatch.setattr("acidtables.core.commit.committer.judge", lambda winner, intent, meta: intent)
     two.commit()
     verdict = Verdict()
     check_table(catalog, table, {}, {}, verdict)
@@ -161,7 +161,7 @@ def test_the_checker_catches_an_append_a_serializable_reader_must_fail_on(
     blind = table.begin("insert_into")
     blind.add_files([stage(blind, "a")])
     blind.commit()
-    monkeypatch.setattr("acidtables.core.committer.judge", lambda winner, intent, meta: intent)
+    monkeypatch.setattr("acidtables.core.commit.committer.judge", lambda winner, intent, meta: intent)
     reader.commit()
     verdict = Verdict()
     check_table(catalog, table, {}, {}, verdict)
@@ -194,7 +194,7 @@ def test_the_checker_catches_an_application_version_applied_twice(
         tx.set_app_transaction("loader", 7)
         tx.add_files([stage(tx, "a")])
     first.commit()
-    monkeypatch.setattr("acidtables.core.committer.judge", lambda winner, intent, meta: intent)
+    monkeypatch.setattr("acidtables.core.commit.committer.judge", lambda winner, intent, meta: intent)
     second.commit()
     verdict = Verdict()
     check_table(catalog, table, {}, {}, verdict)

@@ -23,8 +23,8 @@ from tests.helpers.tables import staged_parquet
 from acidtables import Catalog, Table
 from acidtables.cli.main import main
 from acidtables.cli.output import EXIT_CONFLICT, render_error
-from acidtables.core.embedded import EmbeddedEtcd, free_port
-from acidtables.core.waiting import wait_for
+from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.waiting import wait_for
 from acidtables.errors import TransactionConflictException
 
 RFC3339_UTC = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"

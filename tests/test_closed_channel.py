@@ -13,7 +13,7 @@ import pytest
 from tests.jobs import stage
 
 from acidtables import Catalog
-from acidtables.core import etcd_txn
+from acidtables.core.coordination import etcd_txn
 from acidtables.core.errors import CommitOutcomeUnknown, CoordinatorRefused
 
 
@@ -65,7 +65,7 @@ def test_a_lookup_that_is_refused_makes_the_outcome_unknown(catalog: Catalog, mo
     tx.add_files([stage(tx, "a")])
     _once(monkeypatch, etcd_txn, "send", ValueError("Cannot invoke RPC: Channel closed!"), after=False)
     monkeypatch.setattr(
-        "acidtables.core.tablelog.TableLog.find_txn",
+        "acidtables.core.log.tablelog.TableLog.find_txn",
         lambda self, txn_id: (_ for _ in ()).throw(CoordinatorRefused("etcd refused a transaction lookup")),
     )
     with pytest.raises(CommitOutcomeUnknown, match="find_commit"):

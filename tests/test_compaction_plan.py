@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from acidtables.core import CompactionGroup, DataFile, FileKind, group_app_id
-from acidtables.core.compaction import MAX_GROUP_FILES, plan_groups
-from acidtables.core.records import Column, TableMetadata
+from acidtables.core.log.records import Column, TableMetadata
+from acidtables.core.maintenance.compaction import MAX_GROUP_FILES, plan_groups
 
 KB = 1024
 

@@ -35,10 +35,10 @@ from tests.helpers.workers import (
 from tests.jobs import stage
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.etcd import Coordinator
-from acidtables.core.operations import REWRITES
-from acidtables.core.services import Services
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.log.operations import REWRITES
+from acidtables.core.log.services import Services
 
 APPEND_WORKERS = 8
 APPENDS_PER_WORKER = 200

@@ -15,7 +15,7 @@ from tests.helpers.tables import etcd_client, staged_parquet
 
 from acidtables import Catalog, Table
 from acidtables.cli.commands import list_tables
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import CommitSettings, Settings
 from acidtables.errors import CorruptMetadataError
 

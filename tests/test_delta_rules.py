@@ -23,7 +23,7 @@ import pytest
 from tests.jobs import assert_invariants, live_tokens, stage, tokens_of, with_deletion_vector
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.records import CONFLICT_DETECTION_PROPERTY, ColumnStats, DataFile
+from acidtables.core.log.records import CONFLICT_DETECTION_PROPERTY, ColumnStats, DataFile
 from acidtables.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,

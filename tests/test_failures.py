@@ -34,12 +34,12 @@ from tests.helpers.timers import SkippingTimer
 
 from acidtables import Catalog, CommitInfo, Table
 from acidtables.check.proxy import HoldingProxy
-from acidtables.core.embedded import EmbeddedEtcd, free_port
-from acidtables.core.etcd import Coordinator
-from acidtables.core.services import Services
+from acidtables.core.commit.txn_ids import lease_of
+from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.waiting import wait_for
+from acidtables.core.log.services import Services
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
-from acidtables.core.txn_ids import lease_of
-from acidtables.core.waiting import wait_for
 from acidtables.errors import (
     CommitOutcomeUnknown,
     ConfigurationError,

@@ -24,7 +24,7 @@ from tests.spark_jobs import next_name
 
 from acidtables import Catalog
 from acidtables.core import OP_COLUMN, Table, Transaction
-from acidtables.core.file_schema import readable_as
+from acidtables.core.schema.file_schema import readable_as
 from acidtables.errors import InvalidArgumentError, RowsLostError
 from acidtables.spark import SparkTable
 from acidtables.spark import scan as spark_scan
@@ -222,7 +222,7 @@ def test_a_compaction_that_would_lose_rows_is_refused_before_its_commit(
 
 def test_fsck_names_a_file_the_table_cannot_read(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file committed before the proof existed (the proof switched off here) is named by fsck."""
-    from acidtables.core import file_checks
+    from acidtables.core.commit import file_checks
 
     table = create(catalog, "maxcompute", None, ["id"])
     monkeypatch.setattr(file_checks, "check_file_schema", lambda *a, **k: None)

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from acidtables.core.expressions import Compare, IsNull, might_match
-from acidtables.core.records import ColumnStats, DataFile
+from acidtables.core.log.records import ColumnStats, DataFile
 from acidtables.spark.files import footer_stats
 
 LONG = "a" * 5000  # over the 4 KiB a writer keeps min/max for

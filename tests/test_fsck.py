@@ -13,8 +13,8 @@ from tests.jobs import stage
 from tests.test_cli import cli_env, run  # noqa: F401 (cli_env is a fixture)
 
 from acidtables import Catalog, Table
-from acidtables.core.archive import ARCHIVE_DIR
-from acidtables.core.storage import content_checksum
+from acidtables.core.log.archive import ARCHIVE_DIR
+from acidtables.core.storage.storage import content_checksum
 
 
 @pytest.fixture

@@ -34,11 +34,11 @@ from tests.spark_jobs import next_name
 from acidtables import Catalog, Table, Transaction
 from acidtables.cli.main import main
 from acidtables.core import parse_predicate, parse_schema
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.records import DataFile
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.log.records import DataFile
+from acidtables.core.schema.types import PRIMITIVE_TYPES
 from acidtables.core.settings import CommitSettings, Settings
-from acidtables.core.storage import HIVE_NULL
-from acidtables.core.types import PRIMITIVE_TYPES
+from acidtables.core.storage.storage import HIVE_NULL
 from acidtables.errors import (
     AcidTablesError,
     CorruptMetadataError,

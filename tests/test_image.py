@@ -28,9 +28,9 @@ from tests.helpers.podman_kubelet import POD_USER, give_to_pod_user, podman, run
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.waiting import wait_for
 
 IMAGE_VARIABLE = "ACIDTABLES_TEST_IMAGE"
 #: set by .ci/image: there a missing image or podman is a failure, not a skip

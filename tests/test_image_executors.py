@@ -38,7 +38,7 @@ from tests.helpers.servers import make_tls_files
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.operator.executor_failures import is_executor
 from acidtables.operator.spark_rbac import SPARK_RULES

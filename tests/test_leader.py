@@ -1,4 +1,4 @@
-"""Leader election on an etcd lease (core.leader), against real etcd: one leader, a standby that takes
+"""Leader election on an etcd lease (core.coordination.leader), against real etcd: one leader, a standby that takes
 over when the leader's lease ends, and a leader that notices it lost."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 from acidtables import Catalog
 from acidtables.core import Leadership, campaign
-from acidtables.core.etcd import Coordinator
+from acidtables.core.coordination.etcd import Coordinator
 
 
 def coordinator(catalog: Catalog) -> Coordinator:

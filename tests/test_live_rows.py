@@ -1,5 +1,5 @@
 """`rows` is what a read returns (issue 25: 35 physical merge-on-read rows were shown where a read
-returns 15): core.live_rows applies merge-on-read to the key columns of primary-key partitions with
+returns 15): core.maintenance.live_rows applies merge-on-read to the key columns of primary-key partitions with
 change files, and the AcidTable status and `acidtables tables` show it beside the physical rows."""
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from tests.jobs import assert_files_intact, stage
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
-from acidtables.core.etcd import Coordinator
-from acidtables.core.locations import contains, location_key
-from acidtables.core.services import Services
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.log.services import Services
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.storage import OWNER_MARKER
+from acidtables.core.storage.locations import contains, location_key
+from acidtables.core.storage.storage import OWNER_MARKER
 from acidtables.errors import InvalidArgumentError, LocationNotOwnedError, TableNotFoundError
 
 SCHEMA = "id BIGINT, dt STRING"

@@ -1,6 +1,6 @@
 """Every cell of the MaxCompute matrices, run as real interleavings: E prepares, L prepares, E commits,
 L commits. The expected outcomes are transcribed here from the seed text (in seed order), independently
-of the grids in acidtables.core.conflicts, so a typo in either shows up.
+of the grids in acidtables.core.commit.conflicts, so a typo in either shows up.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.jobs import (
 )
 
 from acidtables import Catalog, Table
-from acidtables.core.operations import OpClass
+from acidtables.core.log.operations import OpClass
 from acidtables.errors import MetadataChangedException, TransactionConflictException
 
 OK, FAIL = "both succeed", "later fails"
@@ -255,9 +255,9 @@ def test_metadata_change_fails_every_overlapping_write(catalog: Catalog, make_ta
 def test_major_compact_rebased_onto_a_minor_compact_holding_unread_data_becomes_empty() -> None:
     # D-06: a live file made from MajC's inputs also holds data MajC never read. In a real interleaving
     # that data's writer fails MajC first (II->MajC), so the rebase is checked as the pure function.
-    from acidtables.core.conflicts.matrix import rebase_through_lineage
-    from acidtables.core.operations import Operation, Policy
-    from acidtables.core.records import CommitRecord, DataFile
+    from acidtables.core.commit.conflicts.matrix import rebase_through_lineage
+    from acidtables.core.log.operations import Operation, Policy
+    from acidtables.core.log.records import CommitRecord, DataFile
 
     def record(op: Operation, cls: OpClass, removes: list[str], adds: list[DataFile]) -> CommitRecord:
         return CommitRecord(

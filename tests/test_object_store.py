@@ -13,9 +13,9 @@ import pytest
 from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
 
 from acidtables import Catalog, DataFile, Table, Transaction
-from acidtables.core.embedded import EmbeddedEtcd, free_port
+from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.core.storage import OWNER_MARKER, S3_ENDPOINT, STAT_LIMIT, Storage
+from acidtables.core.storage.storage import OWNER_MARKER, S3_ENDPOINT, STAT_LIMIT, Storage
 from acidtables.errors import InvalidArgumentError, LocationNotOwnedError, StorageUnavailableError
 
 SCHEMA = "id BIGINT, dt STRING"

@@ -19,7 +19,7 @@ from tests.helpers.servers import enable_auth, make_tls_files
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.operator.compactions import parse_time
 

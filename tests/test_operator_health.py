@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.helpers.kmock_operator import KmockOperator, running_operator
 
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 
 
 @pytest.fixture

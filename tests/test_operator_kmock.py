@@ -30,7 +30,7 @@ from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog
 from acidtables.core import Column, TableNotFoundError
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.operator.pods import JOB_LABEL
 

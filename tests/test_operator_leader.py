@@ -14,7 +14,7 @@ from tests.helpers.resources import catalog_name, events_for, table_resource
 from tests.helpers.tables import etcd_client
 
 from acidtables import Catalog
-from acidtables.core.embedded import free_port
+from acidtables.core.coordination.embedded import free_port
 
 LEASE_SECONDS = 3
 

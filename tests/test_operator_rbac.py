@@ -21,7 +21,7 @@ from tests.helpers.tables import staged_parquet
 from tests.test_operator_compaction import small_files, wait_until_succeeded
 
 from acidtables import Catalog
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 
 ROOT = Path(__file__).resolve().parents[1]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -7,7 +7,6 @@ import inspect
 import pytest
 
 import acidtables.errors as public_errors
-from acidtables.core.ddl import parse_schema
 from acidtables.core.errors import (
     AcidTablesError,
     ConcurrentAppendException,
@@ -20,8 +19,8 @@ from acidtables.core.errors import (
     TransactionConflictException,
 )
 from acidtables.core.expressions import parse_predicate
-from acidtables.core.operations import IsolationLevel, OpClass, Operation, Policy
-from acidtables.core.records import (
+from acidtables.core.log.operations import IsolationLevel, OpClass, Operation, Policy
+from acidtables.core.log.records import (
     ColumnStats,
     CommitRecord,
     DataFile,
@@ -30,6 +29,7 @@ from acidtables.core.records import (
     Scope,
     TableMetadata,
 )
+from acidtables.core.schema.ddl import parse_schema
 
 
 def test_commit_record_round_trips_through_json() -> None:
@@ -186,7 +186,7 @@ def test_an_unknown_operation_lists_the_valid_ones() -> None:
 
 
 def test_a_transaction_id_carries_its_writers_lease() -> None:
-    from acidtables.core.txn_ids import lease_of, new_txn_id
+    from acidtables.core.commit.txn_ids import lease_of, new_txn_id
 
     txn_id = new_txn_id(0x694D_7A2B_1C3E_0042)
     assert len(txn_id) == 48 and lease_of(txn_id) == 0x694D_7A2B_1C3E_0042

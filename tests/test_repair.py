@@ -16,7 +16,7 @@ from tests.test_cli import cli_env, run, run_json  # noqa: F401 (cli_env is a fi
 
 from acidtables import Catalog, DataFile, Table, Transaction
 from acidtables.core import FileKind, Operation
-from acidtables.core.operations import OpClass
+from acidtables.core.log.operations import OpClass
 from acidtables.errors import (
     ConcurrentDeleteReadException,
     InvalidArgumentError,

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from tests.spark_jobs import next_name
 
 from acidtables import Catalog
-from acidtables.core.types import normalize_type
+from acidtables.core.schema.types import normalize_type
 from acidtables.errors import InvalidArgumentError
 from acidtables.spark import SparkTable
 

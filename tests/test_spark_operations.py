@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from acidtables import Catalog
 from acidtables.core import FileKind
-from acidtables.core.storage import txn_of_staging_dir
+from acidtables.core.storage.storage import txn_of_staging_dir
 from acidtables.errors import ConcurrentTransactionException, InvalidArgumentError
 from acidtables.spark import Prepared, SparkTable
 from acidtables.spark.compaction import commit_group, staged_groups

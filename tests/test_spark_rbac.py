@@ -16,7 +16,7 @@ from tests.helpers.kmock_operator import KmockOperator, running_operator
 from tests.helpers.kmock_resources import NS, create, driver_pod, event_with, ready_table, with_condition
 from tests.helpers.resources import condition, job_resource
 
-from acidtables.core.embedded import EmbeddedEtcd
+from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.operator.spark_rbac import MANAGED_BY, SPARK_RULES
 
 CHART = Path(__file__).resolve().parent.parent / "charts" / "acidtables" / "templates"

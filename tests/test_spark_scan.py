@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from acidtables import Catalog, DataFile, Table, Transaction
 from acidtables.core import Storage
-from acidtables.core.records import Column, TableMetadata
+from acidtables.core.log.records import Column, TableMetadata
 from acidtables.errors import InvalidArgumentError
 from acidtables.spark import SparkTable
 from acidtables.spark.files import footer

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from acidtables import Catalog, Table
 from acidtables.core import CommitInfo, InvalidArgumentError, TableNotFoundError
-from acidtables.core.operations import IsolationLevel
+from acidtables.core.log.operations import IsolationLevel
 from acidtables.spark import Prepared, SparkTable, sql
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"

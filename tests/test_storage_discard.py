@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acidtables.core.storage import Storage
+from acidtables.core.storage.storage import Storage
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from tests.helpers.tables import etcd_client
 from tests.jobs import compact, insert_into, live_tokens, seed_partition, stage
 
 from acidtables import Catalog, Table
-from acidtables.core.records import CommitRecord, DataFile
-from acidtables.core.services import Services
+from acidtables.core.log.records import CommitRecord, DataFile
+from acidtables.core.log.services import Services
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.errors import (
     CorruptMetadataError,

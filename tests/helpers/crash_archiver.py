@@ -21,9 +21,9 @@ import signal
 import sys
 from typing import Any
 
-from acidtables.core import tablelog
-from acidtables.core.archive import Archive
-from acidtables.core.etcd import Coordinator
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.log import tablelog
+from acidtables.core.log.archive import Archive
 from acidtables.core.settings import CommitSettings
 
 from .tables import CatalogSpec

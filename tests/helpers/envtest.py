@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acidtables.core.embedded import free_port
-from acidtables.core.waiting import wait_for
+from acidtables.core.coordination.embedded import free_port
+from acidtables.core.coordination.waiting import wait_for
 
 ASSETS_VARIABLE = "KUBEBUILDER_ASSETS"
 BINARIES = ("etcd", "kube-apiserver", "kubectl")

@@ -34,7 +34,7 @@ from tests.helpers.fake_kube import RESOURCES, FakeKube, Refusal
 from tests.helpers.resources import poll
 
 from acidtables import Catalog
-from acidtables.core.embedded import TlsFiles, free_port
+from acidtables.core.coordination.embedded import TlsFiles, free_port
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.metrics import ClusterMetrics
 from acidtables.operator.config import OperatorConfig

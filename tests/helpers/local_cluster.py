@@ -44,7 +44,7 @@ from tests.helpers import envtest
 from tests.helpers.envtest import KubeAPI
 from tests.helpers.kubelet import NODE, Kubelet
 
-from acidtables.core.embedded import free_port
+from acidtables.core.coordination.embedded import free_port
 
 #: `<pod>.<service>.<namespace>.svc[.cluster.local][:port]` and `kubernetes.default.svc[:port]`
 _SERVICE_NAME = re.compile(r"(?<![\w.-])([a-z0-9][-a-z0-9.]*?)\.svc(?:\.cluster\.local)?(?::(\d+))?(?![\w.-])")

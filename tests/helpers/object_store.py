@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from acidtables.core.embedded import free_port
-from acidtables.core.storage import S3_ENDPOINT
-from acidtables.core.waiting import wait_for
+from acidtables.core.coordination.embedded import free_port
+from acidtables.core.coordination.waiting import wait_for
+from acidtables.core.storage.storage import S3_ENDPOINT
 
 BUCKET = "lake"
 _REPO = Path(__file__).resolve().parents[2]

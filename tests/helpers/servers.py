@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acidtables.core.embedded import EmbeddedEtcd, TlsFiles, find_etcd_binary
+from acidtables.core.coordination.embedded import EmbeddedEtcd, TlsFiles, find_etcd_binary
 
 _EC_KEY = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
 

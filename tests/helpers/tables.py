@@ -1,7 +1,7 @@
 """Looking at a table from the outside: real staged files, raw etcd keys and an independent log replay.
 
 The tests check core against what is really on disk and in etcd, so these helpers read etcd keys with
-a plain pyetcd client (the key layout of `acidtables.core.etcd`'s docstring) instead of asking the code
+a plain pyetcd client (the key layout of `acidtables.core.coordination.etcd`'s docstring) instead of asking the code
 under test, and they replay the log with their own strict rules instead of `SnapshotBuilder`'s.
 """
 
@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pyetcd
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.records import CommitRecord, DataFile
+from acidtables.core.log.records import CommitRecord, DataFile
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 
 

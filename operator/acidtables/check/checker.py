@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from acidtables.core import Catalog, CommitRecord, DataFile, Table
-from acidtables.core.storage import txn_of_staging_dir
+from acidtables.core.storage.storage import txn_of_staging_dir
 
 from .rules import REWRITES, must_fail
 

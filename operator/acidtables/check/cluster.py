@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from acidtables.core import EmbeddedEtcd
-from acidtables.core.embedded import find_etcd_binary, free_port
+from acidtables.core.coordination.embedded import find_etcd_binary, free_port
 
 #: etcd releases that diverge when a member is killed under load (etcd-io/etcd#13766)
 DIVERGING_RELEASES = ("3.5.0", "3.5.1", "3.5.2")

@@ -1,6 +1,6 @@
 """The conflict rules as data, written down again from the seeds and conflict-rules.md (issue 10):
 the checker re-judges every committed commit against the commits that landed under it with these
-tables, never with the committer's own code (acidtables.core.conflicts), so a bug there that lets a
+tables, never with the committer's own code (acidtables.core.commit.conflicts), so a bug there that lets a
 forbidden pair through is caught here.
 
 Only the pairs that MUST fail are listed: a committed later job (L) that meets one of them in its

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from acidtables.core import Catalog, EmbeddedEtcd, EtcdSettings, Settings, Table
-from acidtables.core.storage import txn_of_staging_dir
-from acidtables.core.txn_ids import lease_of
-from acidtables.core.waiting import wait_for
+from acidtables.core.commit.txn_ids import lease_of
+from acidtables.core.coordination.waiting import wait_for
+from acidtables.core.storage.storage import txn_of_staging_dir
 
 from .checker import Verdict, check_cleanup, check_table, read_history
 from .cluster import DIVERGING_RELEASES, EtcdCluster, etcd_binary, etcd_version, member_digests
@@ -288,7 +288,7 @@ def run(config: RunConfig) -> RunResult:
 
 
 def _writer_leases(tables: list[Table]) -> set[int]:
-    """The process leases named by the ids of every transaction that staged files (core.txn_ids)."""
+    """The process leases named by the ids of every transaction that staged files (core.commit.txn_ids)."""
     leases: set[int] = set()
     for table in tables:
         for entry in table.storage.list_dir("data"):

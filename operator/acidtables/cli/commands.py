@@ -62,7 +62,7 @@ class TableSummary:
 
     @staticmethod
     def of(snapshot: Snapshot, storage: Storage | None = None) -> TableSummary:
-        """With `storage`, rows are the live rows a read returns (core.live_rows); without, the log's."""
+        """With `storage`, rows are the live rows a read returns (core.maintenance.live_rows); without, the log's."""
         meta = snapshot.metadata
         counts = LiveRowCounter().count(snapshot, storage) if storage is not None else None
         return TableSummary(

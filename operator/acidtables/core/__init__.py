@@ -8,19 +8,15 @@ This module is the core's public face: the Spark integration, the CLI and the me
 names below (an import-linter contract keeps it so), and the modules behind it stay free to move.
 """
 
-from acidtables.core.catalog import LOCAL_ETCD_MARKER, Catalog, PreparedCreate, user_data_dir
-from acidtables.core.compaction import (
-    CompactionGroup,
-    CompactionPlan,
-    PartitionFiles,
-    files_in_scope,
-    group_app_id,
-    partition_files,
-    plan_compaction,
-)
-from acidtables.core.ddl import parse_schema
+from acidtables.core.catalog.catalog import LOCAL_ETCD_MARKER, Catalog, PreparedCreate, user_data_dir
+from acidtables.core.catalog.table import Change, HistoryEntry, InFlight, Table, TimeLike
+from acidtables.core.commit.presence import check_files_exist
+from acidtables.core.commit.transaction import Transaction
+from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.feed import ChangeFeed, KeyChange, Resync
+from acidtables.core.coordination.leader import Leadership, campaign
 from acidtables.core.durations import parse_duration, spell_duration
-from acidtables.core.embedded import EmbeddedEtcd
 from acidtables.core.errors import (
     CONFLICT_CLASSES,
     AcidTablesError,
@@ -39,7 +35,6 @@ from acidtables.core.errors import (
     VersionExpiredError,
     VersionNotFoundError,
 )
-from acidtables.core.etcd import Coordinator
 from acidtables.core.events import CommitEvent
 from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import (
@@ -50,15 +45,8 @@ from acidtables.core.expressions import (
     parse_predicate,
     parse_target_predicate,
 )
-from acidtables.core.feed import ChangeFeed, KeyChange, Resync
-from acidtables.core.file_schema import OP_COLUMN, SEQ_COLUMN
-from acidtables.core.fsck import FsckCheck, FsckReport
-from acidtables.core.leader import Leadership, campaign
-from acidtables.core.live_rows import LiveRowCounter, RowCounts
-from acidtables.core.names import split_name
-from acidtables.core.operations import Operation
-from acidtables.core.presence import check_files_exist
-from acidtables.core.records import (
+from acidtables.core.log.operations import Operation
+from acidtables.core.log.records import (
     CONFLICT_DETECTION_PROPERTY,
     Column,
     ColumnStats,
@@ -69,14 +57,26 @@ from acidtables.core.records import (
     TableMetadata,
     to_datetime,
 )
-from acidtables.core.repair import RepairReport
-from acidtables.core.retention import ExpireReport, Retention, VacuumReport, read_retention
+from acidtables.core.log.snapshot import Snapshot
+from acidtables.core.log.tablelog import ArchiveReport
+from acidtables.core.maintenance.compaction import (
+    CompactionGroup,
+    CompactionPlan,
+    PartitionFiles,
+    files_in_scope,
+    group_app_id,
+    partition_files,
+    plan_compaction,
+)
+from acidtables.core.maintenance.fsck import FsckCheck, FsckReport
+from acidtables.core.maintenance.live_rows import LiveRowCounter, RowCounts
+from acidtables.core.maintenance.repair import RepairReport
+from acidtables.core.maintenance.retention import ExpireReport, Retention, VacuumReport, read_retention
+from acidtables.core.names import split_name
+from acidtables.core.schema.ddl import parse_schema
+from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
-from acidtables.core.snapshot import Snapshot
-from acidtables.core.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
-from acidtables.core.table import Change, HistoryEntry, InFlight, Table, TimeLike
-from acidtables.core.tablelog import ArchiveReport
-from acidtables.core.transaction import Transaction
+from acidtables.core.storage.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
 
 __all__ = [
     "CONFLICT_CLASSES",

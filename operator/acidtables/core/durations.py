@@ -9,7 +9,7 @@ import math
 import re
 from datetime import timedelta
 
-from .errors import InvalidArgumentError
+from acidtables.core.errors import InvalidArgumentError
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .names import split_name
+from acidtables.core.names import split_name
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidArgumentError
+from acidtables.core.errors import InvalidArgumentError
 
 #: \Z, not $: `$` also matches before a trailing newline, which would let "orders\n" through as a name
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")

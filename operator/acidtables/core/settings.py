@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import ConfigurationError
+from acidtables.core.errors import ConfigurationError
 
 ENDPOINTS = "ACIDTABLES_ETCD_ENDPOINTS"
 WAREHOUSE = "ACIDTABLES_WAREHOUSE"

@@ -1,6 +1,6 @@
 """`acidtables operator`: campaign for leadership, then run kopf until SIGTERM or lost leadership.
 
-Exactly one replica acts: the others wait as standbys on the etcd lease (core.leader) and one takes
+Exactly one replica acts: the others wait as standbys on the etcd lease (core.coordination.leader) and one takes
 over within the lease TTL when the leader dies. A leader that loses its lease stops and exits non-zero
 (Kubernetes restarts it as a standby); tables stay correct either way, every commit being a
 compare-and-swap.

@@ -2,7 +2,7 @@
 
 Computed from the table's log and checkpoints (core's snapshot, cached and advanced incrementally)
 whenever the change feed says the table's head or in-flight set changed; the data files are read only
-for the live rows of primary-key partitions with change files (core.live_rows), and only their key
+for the live rows of primary-key partitions with change files (core.maintenance.live_rows), and only their key
 columns.
 """
 
@@ -33,7 +33,7 @@ def table_status(
 ) -> dict[str, Any]:
     """The etcd-derived part of the status (conditions and observedGeneration are the handler's);
     `in_flight` when the caller has read it already. `rows` is what a read returns (merge-on-read
-    applied: core.live_rows, which reads the key columns of partitions with change files, remembered
+    applied: core.maintenance.live_rows, which reads the key columns of partitions with change files, remembered
     by `counter`), `physicalRows` what the files hold."""
     snapshot = table.snapshot()
     counts = (counter or LiveRowCounter()).count(snapshot, table.storage)

@@ -6,9 +6,9 @@ read (conflict-rules §13.1 rule 4, D-17), and readers prune files the same way 
 turns the common subset of SQL predicates users write into a tree (None for anything else).
 """
 
-from .bounds import ColumnBounds, might_match
-from .sql import parse_predicate, parse_target_predicate, split_conjuncts
-from .tree import (
+from acidtables.core.expressions.bounds import ColumnBounds, might_match
+from acidtables.core.expressions.sql import parse_predicate, parse_target_predicate, split_conjuncts
+from acidtables.core.expressions.tree import (
     TRUE,
     And,
     Compare,

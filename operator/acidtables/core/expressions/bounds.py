@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .tree import And, Compare, Const, Expr, In, IsNull, Literal, Not, Or, negate
+from acidtables.core.expressions.tree import And, Compare, Const, Expr, In, IsNull, Literal, Not, Or, negate
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import AcidTablesError
-from .tree import COMPARISONS, And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
+from acidtables.core.errors import AcidTablesError
+from acidtables.core.expressions.tree import COMPARISONS, And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
 
 # Tokens are cut where Spark's lexer cuts them, so no part of a string literal or a comment is ever
 # read as an AND, a column or a value: strings take backslash escapes and may be double-quoted, and

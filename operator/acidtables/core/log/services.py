@@ -1,0 +1,334 @@
+"""What every table of one catalog shares: the etcd coordinator, storage, the snapshot cache, the clock.
+
+Tables and transactions receive this object instead of a reference back to the Catalog (style: no
+back-references). The clock and the jitter's random generator are here so tests can inject them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import random
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from acidtables.core import events
+from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
+from acidtables.core.errors import CorruptMetadataError
+from acidtables.core.events import CommitEvent
+from acidtables.core.log.archive import Archive
+from acidtables.core.log.records import CommitRecord, unseal_entry
+from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
+from acidtables.core.log.tablelog import TableLog, archive_log
+from acidtables.core.settings import Settings
+from acidtables.core.storage.storage import Storage, content_checksum
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_us() -> int:
+    return time.time_ns() // 1000
+
+
+#: the outcomes recorded in etcd for the operator; commits need no record of their own (the log is one)
+RECORDED_KINDS = frozenset({"conflict", "retry", "exhausted", "aborted"})
+
+
+class Services:
+    def __init__(
+        self,
+        settings: Settings,
+        coordinator: Coordinator,
+        *,
+        clock: Clock = wall_clock_us,
+        rng: random.Random | None = None,
+        timer: Timer = SYSTEM_TIMER,
+    ) -> None:
+        self.settings = settings
+        self.coordinator = coordinator
+        self.clock = clock
+        #: the commit loop's pauses between attempts (injectable: tests assert on the pauses, not on time)
+        self.timer = timer
+        self.rng = rng or random.Random()
+        self._storages: dict[str, Storage] = {}
+        self._archives: dict[tuple[str, str], Archive] = {}
+        self.snapshots = SnapshotCache(self)
+        self.registrar = Registrar(settings.commit.register_after_seconds)
+        self.archiver = BackgroundArchiver(self)
+
+    def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
+        """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
+        operator counts cluster-wide (conflict, retry, exhausted, aborted) in etcd: they happen inside
+        Spark drivers and job pods the operator cannot see otherwise. Never raises."""
+        events.emit(event)
+        duration_ttl = self.settings.commit.duration_event_ttl_seconds
+        if event.kind == "committed" and duration_ttl > 0:
+            # the commit's real duration, its landing round trip included: only the writer knows it, and
+            # only after the compare-and-swap, so it cannot be in the log record the operator reads
+            self.coordinator.record_commit_duration(
+                event.table_id,
+                f"{event.namespace}.{event.table}",
+                event.operation,
+                event.duration_seconds,
+                duration_ttl,
+            )
+            return
+        if event.kind not in RECORDED_KINDS:
+            return
+        self.coordinator.record_event(
+            event.table_id,
+            event.txn_id,
+            {
+                **(detail or {}),
+                # after the detail, so every event spells these the same way
+                "kind": event.kind,
+                "table": f"{event.namespace}.{event.table}",
+                "operation": event.operation,
+                "txn_id": event.txn_id,
+                "retries": event.retries,
+                "exception": event.exception,
+            },
+            self.settings.commit.event_ttl_seconds,
+        )
+
+    def storage(self, location: str) -> Storage:
+        storage = self._storages.get(location)
+        if storage is None:
+            storage = self._storages[location] = Storage(location)
+        return storage
+
+    def log(self, table_id: str, location: str) -> TableLog:
+        """The table's log across etcd and its archive segments: what every reader of the log uses."""
+        key = (table_id, location)
+        archive = self._archives.get(key)
+        if archive is None:
+            archive = self._archives[key] = Archive(self.storage(location), table_id)
+        return TableLog(self.coordinator, archive)
+
+    def decode_log_entry(self, location: str, entry: dict[str, Any]) -> CommitRecord:
+        """A log entry is the record itself, or a pointer to the immutable commit file holding it.
+
+        Either one damaged (unreadable, not JSON, not the shape of a record, not matching its checksum)
+        is CorruptMetadataError naming the version and the file, never a raw decoding error."""
+        version = entry.get("version", "?")
+        try:
+            entry = unseal_entry(entry)
+        except ValueError as exc:
+            raise CorruptMetadataError(f"log entry {version} cannot be trusted: {exc}", key=f"log/{version}") from None
+        if "commit_file" in entry:
+            path = str(entry["commit_file"])
+            try:
+                entry = unseal_entry(json.loads(self.storage(location).read(path)))
+            except (OSError, ValueError, AttributeError) as exc:  # AttributeError: JSON, but not an object
+                raise CorruptMetadataError(
+                    f"commit file {path} of log entry {version} at {location} is unreadable ({exc})", key=path
+                ) from None
+        try:
+            return CommitRecord.from_json(entry)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CorruptMetadataError(
+                f"log entry {version} does not have the shape of a commit record ({type(exc).__name__}: {exc})",
+                key=f"log/{version}",
+            ) from None
+
+
+class Registrable(Protocol):
+    def register_in_flight(self) -> None: ...
+
+
+class Registrar:
+    """Registers each transaction that is still running `after_seconds` after it began, on a thread of
+    its own (design §2): a quick commit's one round trip is its compare-and-swap, and a long one is
+    visible in etcd (operator, retention) within a second of starting. Holds transactions weakly: one
+    dropped without commit or abort is simply never registered."""
+
+    def __init__(self, after_seconds: float) -> None:
+        self.after_seconds = after_seconds
+        self._due: list[tuple[float, int, weakref.ref[Registrable]]] = []
+        self._sequence = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, transaction: Registrable) -> None:
+        with self._changed:
+            due = time.monotonic() + self.after_seconds
+            heapq.heappush(self._due, (due, next(self._sequence), weakref.ref(transaction)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="acidtables-registrar", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._changed.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                _, _, ref = heapq.heappop(self._due)
+            transaction = ref()
+            if transaction is not None:
+                try:
+                    transaction.register_in_flight()
+                except Exception:  # advisory: the commit does not depend on it
+                    logger.info("an in-flight registration failed", exc_info=True)
+
+
+class BackgroundArchiver:
+    """Archives tables' old log entries on a thread of its own, after commits (design §2): the commit
+    that asks returns at once, and a busy table's etcd footprint stays within its window without anyone
+    running anything. A table asked for again while queued is archived once."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._queue: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._busy = False
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, table_id: str, location: str) -> None:
+        with self._changed:
+            self._queue[(table_id, location)] = None
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="acidtables-archiver", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def flush(self, timeout_seconds: float = 30.0) -> bool:
+        """Wait until every table asked for is archived; False if that took longer than the timeout."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._changed:
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._queue:
+                    self._changed.wait()
+                (table_id, location), _ = self._queue.popitem(last=False)
+                self._busy = True
+            try:
+                archive_log(
+                    self.services.log(table_id, location),
+                    keep_versions=self.services.settings.commit.log_window_versions,
+                )
+            except Exception:  # advisory: the next commit asks again, and the operator archives too
+                logger.info("archiving table %s failed", table_id, exc_info=True)
+            finally:
+                with self._changed:
+                    self._busy = False
+                    self._changed.notify_all()
+
+
+def proven_checkpoint(raw: bytes, version: int) -> dict[str, Any]:
+    """The snapshot a checkpoint file holds, once it proves itself: its version, file count and checksum
+    match its content (a torn or edited file is recognised instead of trusted). ValueError, KeyError,
+    TypeError or AttributeError say why not. The reader and fsck prove checkpoints the same way."""
+    document = json.loads(raw)
+    content = document["snapshot"]
+    problems = []
+    if document.get("version") != version or content.get("version") != version:
+        problems.append(f"it is registered as version {version} but says {document.get('version')}")
+    if document.get("checksum") != content_checksum(content):
+        problems.append("its checksum does not match its content")
+    if document.get("file_count") != len(content.get("files", ())):
+        problems.append("its file count does not match its file list")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return dict(content)
+
+
+class SnapshotCache:
+    """Loads snapshots reading only what is new: from a cached snapshot, else from the nearest checkpoint.
+
+    Either way at most `checkpoint_interval` log entries are read per load (plus the cached or
+    checkpointed file set), so load time does not grow with the length of the history.
+    """
+
+    def __init__(self, services: Services, capacity: int = 16) -> None:
+        self.services = services
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _nearest_cached(self, table_id: str, version: int) -> Snapshot | None:
+        with self._lock:
+            best = None
+            for (tid, v), snap in self._entries.items():
+                if tid == table_id and v <= version and (best is None or v > best.version):
+                    best = snap
+            return best
+
+    def put(self, snapshot: Snapshot) -> None:
+        key = (snapshot.metadata.table_id, snapshot.version)
+        with self._lock:
+            self._entries[key] = snapshot
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def forget(self, table_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == table_id]:
+                del self._entries[key]
+
+    def load(self, table_id: str, location: str, version: int) -> Snapshot:
+        interval = self.services.settings.commit.checkpoint_interval
+        base = self._nearest_cached(table_id, version)
+        if base is not None and base.version == version:
+            return base
+        log = self.services.log(table_id, location)
+        if base is None or version - base.version > interval:
+            checkpoint = log.checkpoint_at_or_before(version, within=2 * interval)
+            if checkpoint is not None and (base is None or checkpoint[0] > base.version):
+                base = self._read_checkpoint(location, checkpoint[1], checkpoint[0]) or base
+        entries = log.read(base.version if base else -1, version)
+        builder = SnapshotBuilder(base)
+        try:
+            builder.apply_all(self.services.decode_log_entry(location, e) for e in entries)
+        except ValueError as exc:  # a gap: a log entry between two others is missing
+            raise CorruptMetadataError(str(exc), key=f"log/{builder.version + 1}") from None
+        if builder.version != version:
+            raise CorruptMetadataError(
+                f"the log ends at version {builder.version} but the head says {version}: log entries are missing",
+                key=f"log/{builder.version + 1}",
+            )
+        snapshot = builder.build()
+        self.put(snapshot)
+        return snapshot
+
+    def _read_checkpoint(self, location: str, path: str, version: int) -> Snapshot | None:
+        """The checkpoint's snapshot, or None (with a warning) when it is unreadable or does not prove
+        itself: its version, file count and checksum must match. The log still has everything, so a
+        checkpoint is never trusted, only used."""
+        try:
+            return Snapshot.from_json(proven_checkpoint(self.services.storage(location).read(path), version))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            # a checkpoint is an optimisation: if it is unreadable the log still has everything
+            logger.warning("checkpoint %s of %s is ignored (%s); reading the log instead", path, location, exc)
+            return None
+
+    def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> None:
+        storage = self.services.storage(snapshot.metadata.location)
+        path = storage.checkpoint_file(snapshot.version, txn_id)
+        content = snapshot.to_json()
+        document = {
+            "version": snapshot.version,
+            "file_count": len(content["files"]),
+            "checksum": content_checksum(content),
+            "snapshot": content,
+        }
+        storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
+        self.services.coordinator.put_checkpoint(snapshot.metadata.table_id, snapshot.version, path)

@@ -18,8 +18,8 @@ from tests.jobs import stage
 
 from acidtables import Catalog, Table
 from acidtables.core import ConcurrentModificationException, CorruptMetadataError, VersionExpiredError
+from acidtables.core.coordination.archiving import ArchiveMarker
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import ArchiveMarker
 from acidtables.core.log.archive import ARCHIVE_DIR
 
 WINDOW = 20
@@ -36,7 +36,7 @@ def small_window(catalog: Catalog) -> Iterator[Catalog]:
 
 def _keys(catalog: Catalog, table: Table, kind: str) -> list[str]:
     coordinator = catalog.services.coordinator
-    prefix = coordinator.table_prefix(table.table_id) + kind + "/"
+    prefix = coordinator.keys.table(table.table_id) + kind + "/"
     return [m.key.decode() for _, m in coordinator.client.get_prefix(prefix)]
 
 

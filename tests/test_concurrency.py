@@ -35,8 +35,8 @@ from tests.helpers.workers import (
 from tests.jobs import stage
 
 from acidtables import Catalog, Table, Transaction
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.log.operations import REWRITES
 from acidtables.core.log.services import Services
 

@@ -9,8 +9,8 @@ import pyetcd
 import pytest
 from pyetcd import transactions as ops
 
+from acidtables.core.coordination.connection import MEMBER_RETRY_SECONDS
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
-from acidtables.core.coordination.etcd import MEMBER_RETRY_SECONDS
 from acidtables.core.coordination.etcd_txn import CommitRequests, send
 
 PREFIX = "/p/tables/0123abcd/"

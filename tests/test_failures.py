@@ -35,8 +35,8 @@ from tests.helpers.timers import SkippingTimer
 from acidtables import Catalog, CommitInfo, Table
 from acidtables.check.proxy import HoldingProxy
 from acidtables.core.commit.txn_ids import lease_of
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.log.services import Services
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings

@@ -12,8 +12,8 @@ from tests.helpers.tables import etcd_client, staged_parquet
 from acidtables import Catalog
 from acidtables.check.proxy import HoldingProxy
 from acidtables.core import ChangeFeed, KeyChange, Resync
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.settings import EtcdSettings
 
 SCHEMA = "id BIGINT, dt STRING"

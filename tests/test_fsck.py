@@ -56,7 +56,7 @@ def test_a_healthy_table_passes_every_check(small: Catalog) -> None:
 
 
 def _key(catalog: Catalog, table: Table, *parts: str) -> str:
-    return catalog.services.coordinator.table_prefix(table.table_id) + "/".join(parts)
+    return catalog.services.coordinator.keys.table(table.table_id) + "/".join(parts)
 
 
 def _delete_data_file(catalog: Catalog, table: Table) -> str:

@@ -7,7 +7,7 @@ import threading
 
 from acidtables import Catalog
 from acidtables.core import Leadership, campaign
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 
 
 def coordinator(catalog: Catalog) -> Coordinator:

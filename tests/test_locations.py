@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tests.jobs import assert_files_intact, stage
 
 from acidtables import Catalog, Table
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.log.services import Services
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.storage.locations import contains, location_key

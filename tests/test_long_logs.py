@@ -1,6 +1,6 @@
 """A table whose live log is larger than one gRPC answer (4 MiB) is read whole: history, the log
 between versions, a cold load by another catalog, time travel, and a writer that fell far behind
-and must be rebased onto every commit it missed. Range reads go in pages (core.coordination.etcd)."""
+and must be rebased onto every commit it missed. Range reads go in pages (core.coordination.connection)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from tests.jobs import stage
 
 from acidtables import Catalog, Table, Transaction
-from acidtables.core.coordination.etcd import LOG_ENTRIES_IN_A_TXN
+from acidtables.core.coordination.tables import LOG_ENTRIES_IN_A_TXN
 
 COMMITS = 80
 #: user metadata per commit: 80 commits of ~56 KiB are a 4.4 MiB log

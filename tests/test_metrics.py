@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tests.helpers.tables import etcd_client, staged_parquet
 
 from acidtables import Catalog, Table, Transaction
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.errors import CommitRetriesExhausted, TransactionConflictException
 from acidtables.metrics import CommitMetrics, EtcdEventCollector

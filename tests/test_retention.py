@@ -16,8 +16,8 @@ from tests.test_object_store import stage as stage_object
 
 from acidtables import Catalog, Table
 from acidtables.core import InvalidArgumentError, VersionExpiredError
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.log.services import Services
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.storage.storage import Storage
@@ -208,7 +208,7 @@ def test_a_process_that_saw_the_table_long_ago_starts_its_transaction_from_the_c
         theirs.begin("insert_into").abort()  # this process now knows version 0
         _overwrite(table)
         assert theirs.begin("update").read_version == 0  # recently seen: no round trip
-        monkeypatch.setattr("acidtables.core.coordination.etcd.KNOWN_HEAD_SECONDS", 0.0)
+        monkeypatch.setattr("acidtables.core.coordination.tables.KNOWN_HEAD_SECONDS", 0.0)
         assert theirs.begin("update").read_version == 1  # seen "long ago": asked again
 
 

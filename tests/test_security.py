@@ -28,8 +28,8 @@ from tests.helpers.timers import SkippingTimer
 from acidtables import Catalog, CommitInfo, Table
 from acidtables.cli.main import main
 from acidtables.cli.output import EXIT_ERROR
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd, TlsFiles, free_port
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.coordination.feed import ChangeFeed, Resync
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.log.services import Services
@@ -246,7 +246,7 @@ class Tenants:
         client = pyetcd.client(
             self.server.host, self.server.client_port, user="root", password=self.passwords["root"], timeout=5
         )
-        client.call_credentials = None  # plain http: the token goes as metadata (as core.coordination.etcd does)
+        client.call_credentials = None  # plain http: the token goes as metadata (as core.coordination.connection does)
         return client
 
 

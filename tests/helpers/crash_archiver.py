@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.log import tablelog
 from acidtables.core.log.archive import Archive
 from acidtables.core.settings import CommitSettings

@@ -1,7 +1,7 @@
 """Looking at a table from the outside: real staged files, raw etcd keys and an independent log replay.
 
 The tests check core against what is really on disk and in etcd, so these helpers read etcd keys with
-a plain pyetcd client (the key layout of `acidtables.core.coordination.etcd`'s docstring) instead of asking the code
+a plain pyetcd client (the key layout of `acidtables.core.coordination.keys`) instead of asking the code
 under test, and they replay the log with their own strict rules instead of `SnapshotBuilder`'s.
 """
 

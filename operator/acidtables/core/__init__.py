@@ -4,6 +4,21 @@ Everything that decides whether a commit wins lives here, so it is kept free of 
 and Kubernetes: the same rules must hold whether a commit comes from a Spark job, the
 operator or a test, and the core has to be testable against a bare etcd alone.
 
+Its packages, each importing only those listed after it (an import-linter contract):
+
+    catalog/        Catalog and Table: where a user's call comes in
+    maintenance/    compaction planning, retention (expire, vacuum), cleanup, fsck, repair, live rows
+    commit/         a transaction, the committer's compare-and-swap and rebase, the conflict rules
+    schema/         DDL, column types, the schema a data file must have
+    log/            commit records, the log across etcd and archive segments, snapshots, checkpoints
+    coordination/   everything that talks to etcd: the coordinator and its key layout, leader
+                    election, the change feed, the embedded etcd
+    storage/        table locations: the one place that opens files, and who owns a location
+    expressions/    predicates: SQL conditions, their trees, pruning by partition and statistics
+
+and the leaves every package may use: errors, events (commit events for observers), settings,
+durations and names.
+
 This module is the core's public face: the Spark integration, the CLI and the metrics import only the
 names below (an import-linter contract keeps it so), and the modules behind it stay free to move.
 """
@@ -12,8 +27,8 @@ from acidtables.core.catalog.catalog import LOCAL_ETCD_MARKER, Catalog, Prepared
 from acidtables.core.catalog.table import Change, HistoryEntry, InFlight, Table, TimeLike
 from acidtables.core.commit.presence import check_files_exist
 from acidtables.core.commit.transaction import Transaction
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.coordination.etcd import Coordinator
 from acidtables.core.coordination.feed import ChangeFeed, KeyChange, Resync
 from acidtables.core.coordination.leader import Leadership, campaign
 from acidtables.core.durations import parse_duration, spell_duration

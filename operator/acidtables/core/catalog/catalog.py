@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from acidtables.core.catalog.table import Table
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,

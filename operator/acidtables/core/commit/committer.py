@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 from acidtables.core import events
 from acidtables.core.commit.conflicts import judge
-from acidtables.core.coordination.etcd import CasResult, CommitAnswerLost
+from acidtables.core.coordination.failures import CommitAnswerLost
+from acidtables.core.coordination.tables import CasResult
 from acidtables.core.errors import (
     CommitOutcomeUnknown,
     CommitRetriesExhausted,

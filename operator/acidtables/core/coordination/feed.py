@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from acidtables.core.coordination.etcd import Coordinator, RawKey, WatchCompacted, WatchLost
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
+from acidtables.core.coordination.watches import RawKey, WatchCompacted, WatchLost
 from acidtables.core.errors import AcidTablesError
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
 
 logger = logging.getLogger(__name__)

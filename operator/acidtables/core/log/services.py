@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from acidtables.core import events
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.events import CommitEvent

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from acidtables.core.coordination.etcd import TXN_KEYS_IN_A_TXN, ArchiveMarker, Coordinator
+from acidtables.core.coordination.archiving import TXN_KEYS_IN_A_TXN, ArchiveMarker
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.log.archive import Archive
 from acidtables.core.log.records import CommitRecord

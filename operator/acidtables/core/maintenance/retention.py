@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from acidtables.core.coordination.etcd import Coordinator
+from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.durations import spell_duration
 from acidtables.core.errors import InvalidArgumentError, VersionExpiredError
 from acidtables.core.log.records import to_datetime

@@ -65,7 +65,7 @@ test: test-env
 test-fast: test-env
 	$(PYTHON) -m pytest -m "not e2e and not slow and not image" -q
 
-# the e2e tier against a real cluster: ACIDTABLES_E2E_KUBECONFIG and ACIDTABLES_E2E_IMAGE (README, Testing)
+# the e2e tier against a real cluster: ACIDTABLES_E2E_KUBECONFIG and ACIDTABLES_E2E_IMAGE (docs/testing.md)
 e2e: test-env
 	$(PYTHON) -m pytest -m e2e tests/e2e
 

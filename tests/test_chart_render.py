@@ -34,7 +34,7 @@ KUBERNETES = "1.36"
 NOT_KUBERNETES = {"monitoring.coreos.com/v1"}
 SCHEMA_REFUSAL = "values don't meet the specifications of the schema"
 
-#: each combination the README and values.yaml document
+#: each combination docs/chart.md and values.yaml document
 COMBINATIONS: dict[str, dict[str, Any]] = {
     "single-node-defaults": {},
     "external-etcd-tls": {
@@ -69,7 +69,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
     "etcd-5-members-required-spread": {"etcd": {"bundled": {"replicas": 5, "antiAffinity": "required"}}},
     "operator-standby-no-metrics-service": {"replicas": 2, "metrics": {"enabled": False}},
     "prometheus-operator": {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}},
-    # the README's quick start on kind, as the file it installs with
+    # the quick start on kind (docs/kubernetes.md), as the file it installs with
     "readme-kind": yaml.safe_load(
         (Path(__file__).resolve().parents[1] / "charts" / "acidtables" / "values-kind.yaml").read_text()
     ),
@@ -345,7 +345,7 @@ def job_image(docs: list[dict[str, Any]]) -> tuple[str, str]:
 
 
 def test_the_jobs_run_the_operators_image_unless_told_otherwise(rendered: Callable[[str], dict[str, Any]]) -> None:
-    """One image runs the operator and the jobs: the README's kind install names it once."""
+    """One image runs the operator and the jobs: the kind install (docs/kubernetes.md) names it once."""
     operator, jobs = job_image(documents(rendered("readme-kind")["manifest"]))
     assert operator == jobs == "localhost/acidtables:0.1.0"
     default_operator, default_jobs = job_image(documents(rendered("single-node-defaults")["manifest"]))

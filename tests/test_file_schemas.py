@@ -1,7 +1,7 @@
 """A file the table cannot read never commits, and no reader or compaction turns one into zero rows
 (issue 24, item 1).
 
-The README's core-API recipe on a primary-key table once lost every row: plain Parquet files (no
+The core-API recipe of docs/python-api.md on a primary-key table once lost every row: plain Parquet files (no
 merge-on-read columns) committed, read back as nothing, and the next MAJOR compaction rewrote their
 partitions into nothing. Now a plain file is a change file of upserts, every added file's Parquet schema
 is proven against the table's, a rewrite that keeps fewer rows than it must is refused before its
@@ -31,7 +31,7 @@ from acidtables.spark import scan as spark_scan
 
 SCHEMA = "id BIGINT NOT NULL, amount DOUBLE, dt STRING"
 
-#: (conflict policy, isolation level, primary key): every policy the README documents
+#: (conflict policy, isolation level, primary key): every policy docs/conflict-policies.md documents
 POLICIES = [
     ("maxcompute", None, ["id"]),
     ("maxcompute-transactional", None, []),
@@ -41,7 +41,7 @@ POLICIES = [
 
 
 def write(txn: Transaction, dt: str, columns: dict[str, pa.Array | list[Any]], name: str = "part") -> dict[str, Any]:
-    """The README's helper: one Parquet file in the staging directory, described for add_files."""
+    """The helper of docs/python-api.md: one Parquet file in the staging directory, described for add_files."""
     path = Path(txn.staging_dir) / f"{name}-{len(list(Path(txn.staging_dir).rglob('*.parquet')))}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     data = pa.table(columns)

@@ -1,7 +1,7 @@
-"""The README's path on kind, checked for agreement end to end (issue 30, items 6-9): the image name its
-build commands produce is the one the kind values run, `kubectl get acidtables` shows the columns the
-README promises, every example runs on the values the README installs with, and the pods of its
-compaction fit a small node.
+"""The documented path on kind (docs/kubernetes.md), checked for agreement end to end (issue 30, items
+6-9): the image name its build commands produce is the one the kind values run, `kubectl get acidtables`
+shows the columns the page promises, every example runs on the values the page installs with, and the
+pods of its compaction fit a small node.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from acidtables.operator.config import OperatorConfig
 from acidtables.operator.pods import driver_pod
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+KUBERNETES = (ROOT / "docs" / "kubernetes.md").read_text()
 KIND_VALUES = yaml.safe_load((ROOT / "charts" / "acidtables" / "values-kind.yaml").read_text())
-#: what the README's quick start installs: release `acidtables` in namespace `sales`
+#: what the quick start on kind installs: release `acidtables` in namespace `sales`
 RELEASE, NAMESPACE = "acidtables", "sales"
 
 
 def quick_start() -> list[list[str]]:
-    """The shell commands of the README's "Quick start on kind" block, as words."""
-    block = README.split("**Quick start on kind**", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    """The shell commands of the "Quick start on kind" block, as words."""
+    block = KUBERNETES.split("## Quick start on kind\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
 
 
@@ -60,14 +60,14 @@ def test_every_build_path_of_the_readme_names_the_image_the_kind_values_run() ->
     assert built and loaded
     assert {stored_by_docker(name) for name in built + loaded} == {kind_image()}
     # the path without Docker: `make image IMAGE=...` (buildah), then podman save and kind load image-archive
-    made = re.findall(r"`make image IMAGE=(\S+)`", README)
-    saved = re.findall(r"podman save -o \S+ (\S+?)\s*&&", README)
+    made = re.findall(r"`make image IMAGE=(\S+)`", KUBERNETES)
+    saved = re.findall(r"podman save -o \S+ (\S+?)\s*&&", KUBERNETES)
     assert made and saved
     assert {stored_by_podman(name) for name in made + saved} == {kind_image()}
 
 
 def test_kubectl_get_acidtables_shows_every_column_the_readme_promises() -> None:
-    line = next(line for line in README.splitlines() if line.startswith("kubectl get -n sales acidtables "))
+    line = next(line for line in KUBERNETES.splitlines() if line.startswith("kubectl get -n sales acidtables "))
     promised = [word.strip().lower() for word in line.split("#", 1)[1].split(",")]
     crd = yaml.safe_load((ROOT / "crds" / "acidtables.io_acidtables.yaml").read_text())
     columns = [c["name"].lower() for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
@@ -77,7 +77,7 @@ def test_kubectl_get_acidtables_shows_every_column_the_readme_promises() -> None
 
 @pytest.fixture(scope="module")
 def kind_release() -> list[dict[str, Any]]:
-    """The chart rendered as the README installs it on kind."""
+    """The chart rendered as the quick start installs it on kind."""
     (answer,) = render(require_helm_python(), RELEASE, NAMESPACE, ROOT / "charts" / "acidtables", [KIND_VALUES])
     assert answer["ok"], answer
     return [doc for doc in yaml.safe_load_all(answer["manifest"]) if doc]
@@ -126,7 +126,7 @@ def test_the_readme_compaction_with_executors_fits_a_two_core_kind_node(kind_rel
     job = yaml.safe_load((ROOT / "examples" / "compaction.yaml").read_text())
     job["metadata"].update({"namespace": NAMESPACE, "uid": "0" * 8})
     spark = job["spec"]["spark"]
-    assert spark["executors"] >= 2  # the README's path reaches the end with executors
+    assert spark["executors"] >= 2  # the kind path reaches the end with executors
     pod = driver_pod(job, 1, "sales.orders", OperatorConfig(job_image=kind_image()))
     requests = pod["spec"]["containers"][0]["resources"]["requests"]
     command = pod["spec"]["containers"][0]["command"]

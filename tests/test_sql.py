@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from tests.helpers import docs
 
 from acidtables import Catalog, Table
 from acidtables.core import CommitInfo, InvalidArgumentError, TableNotFoundError
@@ -372,19 +373,14 @@ def test_the_demos_sql_part_agrees_with_the_api_at_every_step(spark: SparkSessio
     assert "SAME AS API" in tour.to_text() and tour.to_json()["steps"][0]["version"] == 1
 
 
-def test_the_readmes_sql_example_runs_as_written(spark: SparkSession, catalog: Catalog) -> None:
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("## SQL\n") :]
-    code = section[
-        section.index("```python\n") + len("```python\n") : section.index("```\n", section.index("```python"))
-    ]
+def test_the_sql_pages_example_runs_as_written(spark: SparkSession, catalog: Catalog) -> None:
+    """docs/sql.md's example (tests/test_docs.py checks that every example has its test)."""
+    example = docs.block("docs/sql.md", "python")
     spark.createDataFrame(
         [(1, "2026-11-01", 12.0, False), (2, "2026-11-01", 0.0, True), (3, "2026-11-02", 5.0, False)],
         "id BIGINT, dt STRING, amount DOUBLE, deleted BOOLEAN",
     ).createOrReplaceTempView("updates")
-    exec(compile(code, "README.md#sql", "exec"), {"spark": spark, "catalog": catalog})
+    exec(compile(example.code, example.name, "exec"), {"spark": spark, "catalog": catalog})
     assert rows(SparkTable(spark, catalog.table("sales.orders")).read()) == [
         (1, "2026-11-01", 12.0),
         (3, "2026-11-02", 5.0),

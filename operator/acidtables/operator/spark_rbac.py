@@ -9,7 +9,7 @@ its rights (Kubernetes' RBAC escalation check), so the operator's ClusterRole ho
 nothing more.
 
 The objects are labelled `app.kubernetes.io/managed-by: acidtables-operator`, so an uninstall finds them
-(README, Uninstalling). Existing objects of that name are left as they are: the chart's, or an
+(docs/chart.md, Uninstalling). Existing objects of that name are left as they are: the chart's, or an
 administrator's, stay theirs.
 """
 

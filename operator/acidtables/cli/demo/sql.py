@@ -20,7 +20,7 @@ def _frame(t: SparkTable, rows: list[tuple[int, str, str]]) -> Any:
     return t.spark.createDataFrame(rows, SCHEMA)
 
 
-#: (statement with {t} for the table, the API call that does the same, how the README spells that call)
+#: (statement with {t} for the table, the API call that does the same, how docs/sql.md spells that call)
 STEPS: tuple[tuple[str, Call, str], ...] = (
     (
         "INSERT INTO {t} VALUES (1, 'new', 'a'), (2, 'new', 'b')",

@@ -1,7 +1,7 @@
 """`acidtables.spark.sql(spark, statement)`: one SQL statement over acidtables tables.
 
 Each statement acidtables runs maps onto the one SparkTable or Catalog call that does the same thing, so
-its commit, history entry and conflicts are the API's; see README "SQL". A statement that names no
+its commit, history entry and conflicts are the API's; see docs/sql.md. A statement that names no
 acidtables table goes to `spark.sql` unchanged, and one that only reads acidtables tables (a query, or a
 write into a Spark table) runs in Spark over pinned snapshots of them.
 """
@@ -153,7 +153,7 @@ def _elsewhere(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: s
         return tables.query(tree)
     raise InvalidArgumentError(
         f"sql(): {statement.strip()!r} names an acidtables table but is not a statement acidtables runs "
-        "(see the README's SQL section for the ones it does; a view over a table: "
+        "(see docs/sql.md for the ones it does; a view over a table: "
         "sql(spark, 'SELECT ...').createOrReplaceTempView(name))"
     )
 

@@ -103,9 +103,9 @@ def test_commits_keep_etcd_within_the_window_without_anyone_archiving(small_wind
     for n in range(200):
         _append(table, f"p{n % 4}")
         if n % 25 == 0:
-            small_window.services.archiver.flush()
+            small_window.services.flush()
             assert len(_keys(small_window, table, "log")) <= bound
-    small_window.services.archiver.flush()
+    small_window.services.flush()
     keys, size = small_window.services.coordinator.table_usage(table.table_id)
     assert len(_keys(small_window, table, "log")) <= bound
     assert keys <= 4 * bound + 4  # log, txns and times per version, a few checkpoints, head and marker
@@ -245,7 +245,7 @@ def test_five_thousand_commits_stay_within_the_window_and_read_back_whole(catalo
     for n in range(5000):
         infos.append(_append(table, f"p{n % 8}", (f"job{n}", 1)))
         if n % 250 == 249:
-            catalog.services.archiver.flush()
+            catalog.services.flush()
             keys, size = catalog.services.coordinator.table_usage(table.table_id)
             most_keys, most_bytes = max(most_keys, keys), max(most_bytes, size)
             assert len(_keys(catalog, table, "log")) <= window + window // 2 + 1

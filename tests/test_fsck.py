@@ -34,7 +34,7 @@ def _busy_table(catalog: Catalog, name: str = "ns.checked") -> Table:
                 tx.set_scope([{"dt": "p0"}])
             tx.add_files([stage(tx, f"p{n % 2}")])
             tx.commit()
-    catalog.services.archiver.flush()
+    catalog.services.flush()
     table.archive()
     return table
 

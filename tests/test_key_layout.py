@@ -36,6 +36,7 @@ def test_every_key_a_tables_life_writes_is_documented_and_every_documented_key_i
             with table.begin("insert_into") as tx:
                 tx.add_files([staged_parquet(tx, {"dt": "a"})])
                 tx.commit()
+        assert cat.services.flush()  # checkpoints are written off the commit path
         table.expire(retain_versions=3, retain_duration="0s", force=True)  # the retention record
         table.archive(keep_versions=2)  # the archive marker; checkpoints and times after it stay
         coordinator = cat.services.coordinator

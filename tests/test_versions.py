@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.jobs import compact, insert_into, live_tokens, seed_partition, stage
 from acidtables import Catalog, Table
 from acidtables.core.log.records import CommitRecord, DataFile
 from acidtables.core.log.services import Services
+from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.errors import (
     CorruptMetadataError,
@@ -173,11 +175,39 @@ def test_snapshot_of_a_missing_version_names_the_newest(catalog: Catalog) -> Non
         t.snapshot(version=5)
 
 
+def test_a_commit_returns_before_its_checkpoint_is_written(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint costs what the table holds, so it is written off the commit path (issue 32): the
+    commit that reaches the interval returns while its checkpoint is still being written, and closing the
+    catalog finishes it."""
+    writer = catalog_with(catalog, checkpoint_interval=2)
+    t = table(writer)
+    writing, release = threading.Event(), threading.Event()
+    write_checkpoint = writer.services.snapshots.write_checkpoint
+
+    def slow_write(snapshot: Snapshot, txn_id: str) -> None:
+        writing.set()
+        assert release.wait(30)
+        write_checkpoint(snapshot, txn_id)
+
+    monkeypatch.setattr(writer.services.snapshots, "write_checkpoint", slow_write)
+    for _ in range(2):
+        insert_into(t, "p1").tx.commit()  # version 2 asks for a checkpoint, and returns
+    assert writing.wait(30)
+    storage = writer.services.storage(t.location)
+    assert storage.list_dir("_acidtables/checkpoints") == []
+    assert not writer.services.flush(timeout_seconds=0.05)  # still being written
+    release.set()
+    writer.close()
+    (written,) = storage.list_dir("_acidtables/checkpoints")
+    assert Path(written.path).name.startswith(f"{2:020d}-")
+
+
 def test_checkpoints_let_a_cold_reader_skip_the_history(catalog: Catalog) -> None:
     writer = catalog_with(catalog, checkpoint_interval=10)
     t = table(writer)
     for _ in range(25):
         insert_into(t, "p1").tx.commit()
+    assert writer.services.flush()  # checkpoints are written off the commit path
     storage = writer.services.storage(t.location)
     checkpoints = sorted(p.path for p in storage.list_dir("_acidtables/checkpoints"))
     assert [Path(p).name[:20] for p in checkpoints] == [f"{10:020d}", f"{20:020d}"]

@@ -163,6 +163,9 @@ class Catalog:
         return cls(settings, owned=owned)
 
     def close(self) -> None:
+        """Finish the checkpoints and archiving this process's commits asked for, then let go of etcd."""
+        if not self.services.coordinator.closed and not self.services.flush():
+            logger.warning("closing with checkpoints or archiving still running; readers replay the log instead")
         self.services.coordinator.close()
         if self._owned is not None:
             self._owned.stop()

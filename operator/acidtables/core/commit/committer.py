@@ -323,19 +323,12 @@ class _Committer:
         self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
         self.services.report(self._event("committed", version=record.version, retries=record.retries))
+        table = (self.table_id, self.meta.location)
         if record.version % max(1, self.settings.log_window_versions // 2) == 0:
-            self.services.archiver.schedule(self.table_id, self.meta.location)
+            self.services.archiver.schedule(table, None)
         if record.version % self.settings.checkpoint_interval == 0:
-            try:
-                snapshot = self.services.snapshots.load(self.table_id, self.meta.location, record.version)
-                self.services.snapshots.write_checkpoint(snapshot, self.txn_id)
-            except Exception as exc:  # a checkpoint is an optimisation; the next one covers the gap
-                logger.warning(
-                    "%s: checkpoint at version %d failed (%s); snapshots read more log until the next",
-                    self.meta.name,
-                    record.version,
-                    exc,
-                )
+            # off the commit path: a checkpoint costs what the table holds (issue 32)
+            self.services.checkpointer.schedule(table, (record.version, self.txn_id))
         logger.debug(
             "%s: txn %s committed version %d after %d retries",
             self.meta.name,

@@ -24,6 +24,7 @@ from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.events import CommitEvent
 from acidtables.core.log.archive import Archive
+from acidtables.core.log.background import BackgroundWork
 from acidtables.core.log.records import CommitRecord, unseal_entry
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
 from acidtables.core.log.tablelog import TableLog, archive_log
@@ -63,7 +64,33 @@ class Services:
         self._archives: dict[tuple[str, str], Archive] = {}
         self.snapshots = SnapshotCache(self)
         self.registrar = Registrar(settings.commit.register_after_seconds)
-        self.archiver = BackgroundArchiver(self)
+        #: (table id, location) -> archive the log entries etcd no longer needs
+        self.archiver: BackgroundWork[tuple[str, str], None] = BackgroundWork("acidtables-archiver", self._archive)
+        #: (table id, location) -> (version, txn id): write a checkpoint of that version (the newest asked)
+        self.checkpointer: BackgroundWork[tuple[str, str], tuple[int, str]] = BackgroundWork(
+            "acidtables-checkpointer", self._checkpoint
+        )
+
+    def _archive(self, table: tuple[str, str], _: None) -> None:
+        table_id, location = table
+        archive_log(self.log(table_id, location), keep_versions=self.settings.commit.log_window_versions)
+
+    def _checkpoint(self, table: tuple[str, str], at: tuple[int, str]) -> None:
+        table_id, location = table
+        version, txn_id = at
+        try:
+            self.snapshots.write_checkpoint(self.snapshots.load(table_id, location, version), txn_id)
+        except Exception as exc:  # a checkpoint is an optimisation; the next one covers the gap
+            logger.warning(
+                "the checkpoint of %s at version %d failed (%s); snapshots read more log until the next",
+                location,
+                version,
+                exc,
+            )
+
+    def flush(self, timeout_seconds: float = 30.0) -> bool:
+        """Wait for the checkpoints and archiving this process asked for (a process about to exit)."""
+        return self.checkpointer.flush(timeout_seconds) and self.archiver.flush(timeout_seconds)
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
         """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
@@ -179,57 +206,6 @@ class Registrar:
                     transaction.register_in_flight()
                 except Exception:  # advisory: the commit does not depend on it
                     logger.info("an in-flight registration failed", exc_info=True)
-
-
-class BackgroundArchiver:
-    """Archives tables' old log entries on a thread of its own, after commits (design §2): the commit
-    that asks returns at once, and a busy table's etcd footprint stays within its window without anyone
-    running anything. A table asked for again while queued is archived once."""
-
-    def __init__(self, services: Services) -> None:
-        self.services = services
-        self._queue: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._busy = False
-        self._changed = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def schedule(self, table_id: str, location: str) -> None:
-        with self._changed:
-            self._queue[(table_id, location)] = None
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="acidtables-archiver", daemon=True)
-                self._thread.start()
-            self._changed.notify_all()
-
-    def flush(self, timeout_seconds: float = 30.0) -> bool:
-        """Wait until every table asked for is archived; False if that took longer than the timeout."""
-        deadline = time.monotonic() + timeout_seconds
-        with self._changed:
-            while self._queue or self._busy:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._changed.wait(remaining)
-        return True
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._queue:
-                    self._changed.wait()
-                (table_id, location), _ = self._queue.popitem(last=False)
-                self._busy = True
-            try:
-                archive_log(
-                    self.services.log(table_id, location),
-                    keep_versions=self.services.settings.commit.log_window_versions,
-                )
-            except Exception:  # advisory: the next commit asks again, and the operator archives too
-                logger.info("archiving table %s failed", table_id, exc_info=True)
-            finally:
-                with self._changed:
-                    self._busy = False
-                    self._changed.notify_all()
 
 
 def proven_checkpoint(raw: bytes, version: int) -> dict[str, Any]:

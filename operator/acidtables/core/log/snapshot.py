@@ -2,8 +2,9 @@
 
 A snapshot is never changed after it is handed out, so a reader that pinned one keeps seeing exactly
 that version however many commits land after it (invariant G3). It is built by applying commit records
-in order to an earlier snapshot or a checkpoint; `SnapshotBuilder` does that in place so loading k new
-entries costs O(k) plus one copy of the file map, not O(k * files).
+in order to an earlier snapshot or a checkpoint. Its file map is a FileSet, which each commit extends
+without copying what it does not change: building the next version from the last costs what the commit
+changed, not what the table holds (issue 32).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acidtables.core.expressions import Expr, might_match, restrict_to_columns
+from acidtables.core.log.file_set import FileSet
 from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
 
 
@@ -81,7 +83,7 @@ class Snapshot:
             time_version=data.get("time_version"),
             committed_at=int(data.get("committed_at", 0)),
             protocol=Protocol.from_json(data["protocol"]),
-            files_by_path=files,
+            files_by_path=FileSet(files),
             app_ids={k: (int(v[0]), int(v[1])) for k, v in (data.get("app_ids") or {}).items()},
         )
 
@@ -95,17 +97,17 @@ class SnapshotBuilder:
         self.time_version = base.time_version if base else None
         self.committed_at = base.committed_at if base else 0
         self.protocol = base.protocol if base else Protocol()
-        self.files: dict[str, DataFile] = dict(base.files_by_path) if base else {}
+        self.files = _file_set(base.files_by_path) if base else FileSet()
         self.app_ids: dict[str, tuple[int, int]] = dict(base.app_ids) if base else {}
 
     def apply(self, record: CommitRecord) -> None:
         if record.version != self.version + 1:
             raise ValueError(f"log entry {record.version} does not follow version {self.version}: the log has a gap")
-        for f in record.removes:
-            self.files.pop(f.path, None)
-        for f in record.adds:
-            # the version that added a file orders merge-on-read rows; a staged record has none yet
-            self.files[f.path] = f if f.added_version == record.version else replace(f, added_version=record.version)
+        # the version that added a file orders merge-on-read rows; a staged record has none yet
+        adds = (
+            f if f.added_version == record.version else replace(f, added_version=record.version) for f in record.adds
+        )
+        self.files = self.files.changed(adds, (f.path for f in record.removes))
         if record.metadata is not None:
             self.metadata = record.metadata
         if record.protocol is not None:
@@ -123,18 +125,17 @@ class SnapshotBuilder:
         return self
 
     def peek(self) -> Snapshot:
-        """The snapshot so far, copying the file map, so the builder can go on applying (fsck compares
-        checkpoints on the way through one replay)."""
-        return self._snapshot(dict(self.files), dict(self.app_ids))
+        """The snapshot so far; the builder can go on applying (a FileSet never changes once made)."""
+        return self._snapshot(dict(self.app_ids))
 
     def build(self) -> Snapshot:
-        """The snapshot, handing over the builder's maps instead of copying them (a copy per commit
-        would cost O(active files)); the builder cannot be used afterwards."""
-        snapshot = self._snapshot(self.files, self.app_ids)
-        del self.files, self.app_ids  # a later apply() would change a snapshot someone holds
+        """The snapshot, handing over the builder's app-id map instead of copying it; the builder cannot be
+        used afterwards."""
+        snapshot = self._snapshot(self.app_ids)
+        del self.app_ids  # a later apply() would change a snapshot someone holds
         return snapshot
 
-    def _snapshot(self, files: dict[str, DataFile], app_ids: dict[str, tuple[int, int]]) -> Snapshot:
+    def _snapshot(self, app_ids: dict[str, tuple[int, int]]) -> Snapshot:
         if self.metadata is None:
             raise ValueError("no metadata: the log does not start with the table's creation")
         return Snapshot(
@@ -143,6 +144,10 @@ class SnapshotBuilder:
             time_version=self.time_version,
             committed_at=self.committed_at,
             protocol=self.protocol,
-            files_by_path=files,
+            files_by_path=self.files,
             app_ids=app_ids,
         )
+
+
+def _file_set(files: Mapping[str, DataFile]) -> FileSet:
+    return files if isinstance(files, FileSet) else FileSet(dict(files))

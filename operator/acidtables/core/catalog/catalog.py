@@ -166,6 +166,7 @@ class Catalog:
         """Finish the checkpoints and archiving this process's commits asked for, then let go of etcd."""
         if not self.services.coordinator.closed and not self.services.flush():
             logger.warning("closing with checkpoints or archiving still running; readers replay the log instead")
+        self.services.close()
         self.services.coordinator.close()
         if self._owned is not None:
             self._owned.stop()
@@ -389,8 +390,13 @@ class Catalog:
         if delete_data:
             check_owner(self.services.storage(location), table_id, f"{namespace}.{short}", "drop_table")
             records = Table(self.services, table_id, entry["name"], location).commits()
+        # this process's background checkpoint or archiving of the table must not land in a location being
+        # emptied, nor leave keys under a dropped prefix: dropped if queued, waited out if running (before
+        # the drop, and after it for a commit that landed in between)
+        self.services.settle(table_id, location)
         if not self.services.coordinator.drop_table(namespace, short, table_id):
             raise TableNotFoundError(f"drop_table(): {namespace}.{short} was dropped concurrently")
+        self.services.settle(table_id, location)
         self.services.snapshots.forget(table_id)
         report = None
         if delete_data:

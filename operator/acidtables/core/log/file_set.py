@@ -33,6 +33,7 @@ class _Layer:
 
     @property
     def size(self) -> int:
+        """What merging this layer copies: the measure the binary-counter merges compare."""
         return len(self.adds) + len(self.removes)
 
     def over(self, lower: _Layer) -> _Layer:
@@ -48,6 +49,7 @@ class FileSet(Mapping[str, DataFile]):
     __slots__ = ("_base", "_flat", "_layers", "_lock")
 
     def __init__(self, base: Mapping[str, DataFile] | None = None, layers: tuple[_Layer, ...] = ()) -> None:
+        """`base` is taken, not copied: the FileSet owns it from now on, and nobody may change it."""
         self._base: Mapping[str, DataFile] = base if base is not None else {}
         self._layers = layers
         #: the whole map, once someone iterated it (a base without layers is its own)
@@ -60,10 +62,10 @@ class FileSet(Mapping[str, DataFile]):
         top = _Layer({f.path: f for f in adds}, frozenset(removes))
         if top.size == 0:
             return self
-        layers = list(self._layers)
+        # once flattened (a reader iterated it), the flat map is the cheaper start: no layers to walk
+        base, layers = (self._flat, []) if self._flat is not None else (self._base, list(self._layers))
         while layers and top.size * 2 >= layers[-1].size:
             top = top.over(layers.pop())
-        base = self._base
         if top.size * 2 >= max(len(base), 1) and not layers:
             base = _flatten(base, (top,))
             return FileSet(base, ())
@@ -96,6 +98,7 @@ class FileSet(Mapping[str, DataFile]):
         return len(self._flattened())
 
     def _flattened(self) -> Mapping[str, DataFile]:
+        """The whole map, made once and kept: readers that iterate pay the flattening once per version."""
         if self._flat is None:
             with self._lock:
                 if self._flat is None:
@@ -109,6 +112,7 @@ class FileSet(Mapping[str, DataFile]):
 
 
 def _flatten(base: Mapping[str, DataFile], layers: Iterable[_Layer]) -> dict[str, DataFile]:
+    """`base` with the layers applied in order, each one's removes before its adds (as a commit applies)."""
     flat = dict(base)
     for layer in layers:
         for path in layer.removes:

@@ -66,9 +66,10 @@ class Services:
         self.registrar = Registrar(settings.commit.register_after_seconds)
         #: (table id, location) -> archive the log entries etcd no longer needs
         self.archiver: BackgroundWork[tuple[str, str], None] = BackgroundWork("acidtables-archiver", self._archive)
-        #: (table id, location) -> (version, txn id): write a checkpoint of that version (the newest asked)
+        #: (table id, location) -> (version, txn id): write a checkpoint of that version (the newest asked,
+        #: whichever of two committing threads asks last)
         self.checkpointer: BackgroundWork[tuple[str, str], tuple[int, str]] = BackgroundWork(
-            "acidtables-checkpointer", self._checkpoint
+            "acidtables-checkpointer", self._checkpoint, combine=max
         )
 
     def _archive(self, table: tuple[str, str], _: None) -> None:
@@ -89,8 +90,20 @@ class Services:
             )
 
     def flush(self, timeout_seconds: float = 30.0) -> bool:
-        """Wait for the checkpoints and archiving this process asked for (a process about to exit)."""
-        return self.checkpointer.flush(timeout_seconds) and self.archiver.flush(timeout_seconds)
+        """Wait for the checkpoints and archiving this process asked for (a process about to exit), within
+        one deadline for both; False if they took longer."""
+        deadline = time.monotonic() + timeout_seconds
+        return self.checkpointer.flush(timeout_seconds) and self.archiver.flush(max(0.0, deadline - time.monotonic()))
+
+    def settle(self, table_id: str, location: str) -> bool:
+        """Drop the table's queued checkpoint and archiving and wait out any running (before a drop)."""
+        table = (table_id, location)
+        return self.checkpointer.settle(table) and self.archiver.settle(table)
+
+    def close(self) -> None:
+        """End the background threads (what is still queued is dropped: `flush` first to finish it)."""
+        self.checkpointer.close()
+        self.archiver.close()
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
         """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the

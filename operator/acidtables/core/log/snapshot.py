@@ -150,4 +150,5 @@ class SnapshotBuilder:
 
 
 def _file_set(files: Mapping[str, DataFile]) -> FileSet:
+    """A snapshot's files as a FileSet (a snapshot made by hand may hold a plain mapping)."""
     return files if isinstance(files, FileSet) else FileSet(dict(files))

@@ -41,7 +41,7 @@ from acidtables import Catalog, Table
 from acidtables.core import HIVE_NULL
 from acidtables.core.log.records import CommitInfo, DataFile, FileKind
 from acidtables.spark import Prepared, SparkTable
-from acidtables.spark.files import footer
+from acidtables.spark.files import footer, without_file_scheme
 from acidtables.spark.schema import OP_COLUMN, SEQ_COLUMN, UPSERT, conform, file_struct, typed_partition_value
 
 from .core import bench_env, log
@@ -285,18 +285,13 @@ def _describe(table: Table, relative_dir: str, kind: FileKind) -> list[DataFile]
 def _move_into_own_staging(table: Table, txn_id: str, relative_dir: str, file: DataFile) -> DataFile:
     """`file`, moved from the batch's directory into a write directory of transaction `txn_id`, with its
     partition directories: a transaction adds only files in its own staging directory, as each small
-    insert's own Spark job would have written them. A local rename: microseconds beside a commit."""
+    insert's own Spark job would have written them. A local rename (the benchmarks' warehouse is a local
+    directory): microseconds beside a commit."""
     moved = table.storage.new_write_dir(txn_id) + file.path[len(relative_dir) :]
-    os.renames(_local_path(table.storage.absolute(file.path)), _local_path(table.storage.absolute(moved)))
+    os.renames(
+        without_file_scheme(table.storage.absolute(file.path)), without_file_scheme(table.storage.absolute(moved))
+    )
     return dataclasses.replace(file, path=moved)
-
-
-def _local_path(uri: str) -> str:
-    if uri.startswith("file://"):
-        return uri.removeprefix("file://")
-    if "://" in uri:
-        raise RuntimeError(f"the small-files benchmark moves files on a local disk, not at {uri}")
-    return uri
 
 
 def ingest_small(bench: Bench, t: SparkTable, per_insert: int) -> dict[str, Any]:

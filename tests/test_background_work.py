@@ -6,12 +6,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from tests.helpers.tables import HeldCheckpoints, catalog_with
 from tests.jobs import insert_into
 
 from acidtables import Catalog
 from acidtables.core.log.background import BackgroundWork
-from acidtables.core.log.snapshot import Snapshot
-from acidtables.core.settings import CommitSettings, Settings
 
 
 class Blocking:
@@ -61,29 +60,18 @@ def test_a_dropped_tables_checkpoint_never_lands_in_its_emptied_location(catalog
     """Table `b`'s checkpoint is being written (its snapshot loaded) when `b` is dropped with its data: the
     drop waits it out, so the location is left exactly as a drop leaves it (free for a new table once the
     writer's lease ends) and no checkpoint key is left under the dropped prefix."""
-    settings = catalog.settings
-    writer = Catalog(
-        Settings(etcd=settings.etcd, warehouse=settings.warehouse, commit=CommitSettings(checkpoint_interval=2))
-    )
+    writer = catalog_with(catalog, checkpoint_interval=2)
     try:
         b = writer.create_table("ns.b", schema="id BIGINT, dt STRING", partition_by=["dt"])
-        held, release = threading.Event(), threading.Event()
-        write_checkpoint = writer.services.snapshots.write_checkpoint
-
-        def held_write(snapshot: Snapshot, txn_id: str) -> None:
-            held.set()
-            assert release.wait(30)
-            write_checkpoint(snapshot, txn_id)
-
-        writer.services.snapshots.write_checkpoint = held_write  # type: ignore[method-assign]
+        held = HeldCheckpoints(writer)
         for _ in range(2):
             insert_into(b, "p").tx.commit()
-        assert held.wait(30)
+        assert held.writing.wait(30)
         location = Path(b.location)
         drop = threading.Thread(target=writer.drop_table, args=("ns.b",), kwargs={"delete_data": True})
         drop.start()
         drop.join(timeout=1.0)  # bounded, not a synchronisation: a drop that did not wait is done by now
-        release.set()
+        held.release.set()
         drop.join(30)
         assert not drop.is_alive() and writer.services.flush(30)
         assert sorted(p.name for p in location.iterdir()) == ["_acidtables"]

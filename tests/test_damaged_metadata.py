@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers.tables import etcd_client, staged_parquet
+from tests.helpers.tables import catalog_with, etcd_client, staged_parquet
 
 from acidtables import Catalog, Table
 from acidtables.cli.commands import list_tables
 from acidtables.core.coordination.embedded import EmbeddedEtcd
-from acidtables.core.settings import CommitSettings, Settings
 from acidtables.errors import CorruptMetadataError
 
 SCHEMA = "id BIGINT, dt STRING"
@@ -134,10 +133,7 @@ def test_a_damaged_time_index_entry_is_named(catalog: Catalog, tables: Table, ra
 def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_is_read(
     catalog: Catalog, raw: Any, how: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = catalog.settings
-    writer = Catalog(
-        Settings(etcd=settings.etcd, warehouse=settings.warehouse, commit=CommitSettings(checkpoint_interval=2))
-    )
+    writer = catalog_with(catalog, checkpoint_interval=2)
     table = writer.create_table("sales.cp", schema=SCHEMA, partition_by=["dt"])
     commit_rows(table, 3)  # a checkpoint at version 2
     assert writer.services.flush()  # written off the commit path
@@ -158,13 +154,7 @@ def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_is_read(
 
 @pytest.mark.parametrize("how", DAMAGE)
 def test_a_damaged_commit_file_is_named(catalog: Catalog, how: str) -> None:
-    small = Catalog(
-        Settings(
-            etcd=catalog.settings.etcd,
-            warehouse=catalog.settings.warehouse,
-            commit=CommitSettings(inline_record_max_bytes=16),
-        )
-    )
+    small = catalog_with(catalog, inline_record_max_bytes=16)
     table = small.create_table("sales.big", schema=SCHEMA, partition_by=["dt"])
     commit_rows(table)
     (commit_file,) = Path(table.location, "_acidtables", "commits").iterdir()

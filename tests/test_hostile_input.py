@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from tests.helpers.tables import etcd_client
+from tests.helpers.tables import catalog_with, etcd_client
 from tests.spark_jobs import next_name
 
 from acidtables import Catalog, Table, Transaction
@@ -37,7 +37,6 @@ from acidtables.core import parse_predicate, parse_schema
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.log.records import DataFile
 from acidtables.core.schema.types import PRIMITIVE_TYPES
-from acidtables.core.settings import CommitSettings, Settings
 from acidtables.core.storage.storage import HIVE_NULL
 from acidtables.errors import (
     AcidTablesError,
@@ -257,13 +256,7 @@ def stage_id_file(tx: Transaction, partition: dict[str, str | None], rows: int) 
 
 def checkpointing_every_two(catalog: Catalog) -> Catalog:
     """A second catalog on the same etcd and warehouse that writes a checkpoint every 2 versions."""
-    return Catalog(
-        Settings(
-            etcd=catalog.settings.etcd,
-            warehouse=catalog.settings.warehouse,
-            commit=CommitSettings(checkpoint_interval=2),
-        )
-    )
+    return catalog_with(catalog, checkpoint_interval=2)
 
 
 def neighbour(catalog: Catalog) -> tuple[Table, int, set[str]]:
@@ -1065,13 +1058,7 @@ def test_a_damaged_commit_record_is_named_with_its_table_and_version_and_harms_n
     CorruptMetadataError naming the table and the version, or answers exactly what the log held before;
     fsck reports it; a second table of the catalog keeps working."""
     other_table, other_version, other_files = neighbour(catalog)
-    writer = Catalog(
-        Settings(
-            etcd=catalog.settings.etcd,
-            warehouse=catalog.settings.warehouse,
-            commit=CommitSettings(inline_record_max_bytes=16 if in_file else 262144),
-        )
-    )
+    writer = catalog_with(catalog, inline_record_max_bytes=16 if in_file else 262144)
     try:
         table = writer.create_table(next_name(), schema="id BIGINT, dt STRING", partition_by=["dt"])
         for dt in ("a", "b", "c"):

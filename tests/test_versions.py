@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from tests.helpers.tables import etcd_client
+from tests.helpers.tables import HeldCheckpoints, catalog_with, etcd_client
 from tests.jobs import compact, insert_into, live_tokens, seed_partition, stage
 
 from acidtables import Catalog, Table
 from acidtables.core.log.records import CommitRecord, DataFile
 from acidtables.core.log.services import Services
-from acidtables.core.log.snapshot import Snapshot
-from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
+from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -36,14 +34,6 @@ class SteppingClock:
     def __call__(self) -> int:
         self.now += self.step
         return self.now
-
-
-def catalog_with(catalog: Catalog, **commit: int) -> Catalog:
-    """Another catalog on the same etcd prefix and warehouse, with its own commit settings."""
-    settings = Settings(
-        etcd=catalog.settings.etcd, warehouse=catalog.settings.warehouse, commit=CommitSettings(**commit)
-    )
-    return Catalog(settings)
 
 
 def table(catalog: Catalog) -> Table:
@@ -175,28 +165,20 @@ def test_snapshot_of_a_missing_version_names_the_newest(catalog: Catalog) -> Non
         t.snapshot(version=5)
 
 
-def test_a_commit_returns_before_its_checkpoint_is_written(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_commit_returns_before_its_checkpoint_is_written(catalog: Catalog) -> None:
     """A checkpoint costs what the table holds, so it is written off the commit path (issue 32): the
     commit that reaches the interval returns while its checkpoint is still being written, and closing the
     catalog finishes it."""
     writer = catalog_with(catalog, checkpoint_interval=2)
     t = table(writer)
-    writing, release = threading.Event(), threading.Event()
-    write_checkpoint = writer.services.snapshots.write_checkpoint
-
-    def slow_write(snapshot: Snapshot, txn_id: str) -> None:
-        writing.set()
-        assert release.wait(30)
-        write_checkpoint(snapshot, txn_id)
-
-    monkeypatch.setattr(writer.services.snapshots, "write_checkpoint", slow_write)
+    held = HeldCheckpoints(writer)
     for _ in range(2):
         insert_into(t, "p1").tx.commit()  # version 2 asks for a checkpoint, and returns
-    assert writing.wait(30)
+    assert held.writing.wait(30)
     storage = writer.services.storage(t.location)
     assert storage.list_dir("_acidtables/checkpoints") == []
     assert not writer.services.flush(timeout_seconds=0.05)  # still being written
-    release.set()
+    held.release.set()
     writer.close()
     (written,) = storage.list_dir("_acidtables/checkpoints")
     assert Path(written.path).name.startswith(f"{2:020d}-")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import pyetcd
 
 from acidtables import Catalog, Table, Transaction
 from acidtables.core.log.records import CommitRecord, DataFile
+from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 
 
@@ -158,3 +160,31 @@ def source_options(catalog: Catalog) -> dict[str, str]:
         "etcd.prefix": catalog.settings.etcd.prefix,
         "warehouse": catalog.settings.warehouse,
     }
+
+
+# --- catalogs with other settings, and their background work ---------------------------------------
+
+
+def catalog_with(catalog: Catalog, **commit: int) -> Catalog:
+    """Another catalog on the same etcd prefix and warehouse, with its own commit settings."""
+    settings = Settings(
+        etcd=catalog.settings.etcd, warehouse=catalog.settings.warehouse, commit=CommitSettings(**commit)
+    )
+    return Catalog(settings)
+
+
+class HeldCheckpoints:
+    """Holds each checkpoint `catalog` writes in the background, its snapshot loaded, until `release` is
+    set: a test sees that work in flight (`writing` is set once one is held)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.writing, self.release = threading.Event(), threading.Event()
+        snapshots = catalog.services.snapshots
+        write_checkpoint = snapshots.write_checkpoint
+
+        def held(snapshot: Snapshot, txn_id: str) -> None:
+            self.writing.set()
+            assert self.release.wait(30)
+            write_checkpoint(snapshot, txn_id)
+
+        snapshots.write_checkpoint = held  # type: ignore[method-assign]

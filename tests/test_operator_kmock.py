@@ -127,6 +127,31 @@ def test_deleting_an_acidtable_follows_its_deletion_policy(
     assert still_there is kept
 
 
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def test_an_operator_given_namespaces_acts_in_those_alone(
+    tmp_path: Path, etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`acidtables operator --namespace=sales`, as the chart runs it for one namespace: kopf lists and
+    watches Namespace objects to find the ones it serves (the emulator once answered that list with a
+    500, which stopped the operator), reconciles the AcidTable in `sales` once that namespace exists, and
+    never touches the one in `elsewhere`."""
+    for op in running_operator(tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv, namespaces=(NS,)):
+        op.request("POST", "/api/v1/namespaces", namespace("elsewhere"))
+        elsewhere = table_resource("orders")
+        elsewhere["metadata"]["namespace"] = "elsewhere"
+        op.request("POST", f"{GROUP}/namespaces/elsewhere/acidtables", elsewhere)
+        op.request("POST", "/api/v1/namespaces", namespace(NS))
+        table = ready_table(op)
+        assert table["status"]["catalogName"] == "sales.orders"
+        untouched = op.request("GET", f"{GROUP}/namespaces/elsewhere/acidtables/orders")
+        assert "status" not in untouched and not untouched["metadata"].get("finalizers")
+        names = {item["metadata"]["name"] for item in op.request("GET", "/api/v1/namespaces")["items"]}
+        assert {"default", "kube-system", NS, "elsewhere"} <= names
+
+
 # --- CompactionJob -----------------------------------------------------------------------------------
 
 

@@ -13,7 +13,8 @@ finalizers honoured) plus:
 - watches over a WebSocket (Spark's client, fabric8, asks for the upgrade), beside streamed ones;
 - a record of every request as (token, verb, resource, namespace) in Kubernetes' RBAC terms, so a test
   can check a client's calls against the rules of a Role (`calls`);
-- refusals on demand (`refuse`), with the Status a real API server answers, before anything is stored.
+- refusals on demand (`refuse`), with the Status a real API server answers, before anything is stored;
+- Namespace objects (the built-in ones from the start), which kmock's own path parser cannot address.
 
 What it still does not do: schema validation and CEL rules (the CRD tests do), authentication and RBAC
 (it records, it does not refuse), optimistic concurrency, admission, garbage collection by owner
@@ -34,6 +35,7 @@ from typing import Any
 import aiohttp.web
 import jsonpatch
 import kmock
+from kmock._internal import parsing as kmock_parsing
 
 GROUP, VERSION = "acidtables.io", "v1alpha1"
 
@@ -147,6 +149,33 @@ def merge_patch_between(old: Any, new: Any) -> Any:
     return patch
 
 
+# --- namespaces as objects ---------------------------------------------------------------------------
+
+_kmock_parse_path = kmock_parsing.parse_path
+_NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+
+
+def parse_path(path: str) -> kmock_parsing.ParsedPath:
+    """kmock's path parser, plus the Namespace objects themselves: kmock 0.8 reads `/api/v1/namespaces`
+    and `/api/v1/namespaces/<name>` as a namespace scope with nothing after it and fails (a 500), so a
+    client listing namespaces (kopf does, whenever it watches given namespaces) got an error no API
+    server gives."""
+    parts = path.strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and (
+        len(parts) <= 4 or (len(parts) == 5 and parts[4] in _NAMESPACE_SUBRESOURCES)
+    ):
+        name = parts[3] if len(parts) > 3 else None
+        subresource = parts[4] if len(parts) > 4 else None
+        return kmock_parsing.ParsedPath("", "v1", "namespaces", None, name, subresource)
+    return _kmock_parse_path(path)
+
+
+kmock_parsing.parse_path = parse_path  # kmock's Request._parse looks it up on the module at each request
+
+#: the namespaces every API server has
+BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
 # --- the emulator ------------------------------------------------------------------------------------
 
 _VERB_OF_ACTION = {"LIST": "list", "WATCH": "watch", "FETCH": "get", "CREATE": "create", "UPDATE": "patch"}
@@ -164,6 +193,10 @@ class FakeKube(kmock.KubernetesEmulator):
         #: every request to a resource, in RBAC's terms
         self.calls: list[Call] = []
         self._versions = itertools.count(1)
+        namespaces = kmock.resource(group="", version="v1", plural="namespaces")
+        for name in BUILTIN_NAMESPACES:
+            metadata = {"name": name, "uid": str(uuid.uuid4()), "resourceVersion": str(next(self._versions))}
+            self.objects[namespaces, None, name] = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
     def _record(self, request: Any) -> None:
         if request.resource is None or not request.resource.plural:  # discovery, /version

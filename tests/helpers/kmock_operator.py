@@ -66,9 +66,11 @@ class KmockOperator:
         lease_seconds: int = 5,
         host: str = "127.0.0.1",
         tls: TlsFiles | None = None,
+        namespaces: tuple[str, ...] = (),
         **config: Any,
     ) -> None:
         self.tmp_path = tmp_path
+        self.namespaces = namespaces
         self.lease_seconds = lease_seconds
         self.host = host
         self.tls = tls
@@ -196,6 +198,7 @@ class KmockOperator:
                 metrics=self.metrics,
                 metrics_port=0,
                 config=self.config,
+                namespaces=self.namespaces,
                 context_ready=ready,
             )
         except BaseException as exc:  # reported by start() or the teardown, with the log
@@ -261,10 +264,14 @@ def running_operator(
     setenv: Callable[[str, str], None],
     *,
     lease_seconds: int = 5,
+    namespaces: tuple[str, ...] = (),
     **config: Any,
 ) -> Iterator[KmockOperator]:
-    """A fixture body: the operator started, and stopped (its failure shown) afterwards."""
-    operator = KmockOperator(tmp_path, etcd_endpoint, etcd_prefix, lease_seconds=lease_seconds, **config)
+    """A fixture body: the operator started (watching `namespaces`, all when empty), and stopped (its
+    failure shown) afterwards."""
+    operator = KmockOperator(
+        tmp_path, etcd_endpoint, etcd_prefix, lease_seconds=lease_seconds, namespaces=namespaces, **config
+    )
     try:
         operator.start(setenv)
         yield operator

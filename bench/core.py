@@ -37,6 +37,7 @@ from typing import Any
 from acidtables import Catalog, Table
 from acidtables.core.commit.file_checks import prove_new_file
 from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.log.checkpoints import read_snapshot
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.storage.storage import Storage
@@ -440,7 +441,7 @@ def _cold_load(settings: Settings, name: str, version: int | None) -> tuple[floa
 
 
 def _read_checkpoint(storage: Storage, path: str) -> Snapshot:
-    return Snapshot.from_json(json.loads(storage.read(path))["snapshot"])
+    return read_snapshot(storage, json.loads(storage.read(path))["snapshot"])
 
 
 def _version_at_now(table: Table) -> int:

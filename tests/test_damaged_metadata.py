@@ -16,6 +16,7 @@ from tests.helpers.tables import catalog_with, etcd_client, staged_parquet
 from acidtables import Catalog, Table
 from acidtables.cli.commands import list_tables
 from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.log import manifests
 from acidtables.errors import CorruptMetadataError
 
 SCHEMA = "id BIGINT, dt STRING"
@@ -129,27 +130,42 @@ def test_a_damaged_time_index_entry_is_named(catalog: Catalog, tables: Table, ra
     assert_neighbour_works(catalog)
 
 
-@pytest.mark.parametrize("how", [*DAMAGE, "checksum"])
+@pytest.mark.parametrize("part", ["list", "manifest"])
+@pytest.mark.parametrize("how", [*DAMAGE, "checksum", "missing"])
 def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_is_read(
-    catalog: Catalog, raw: Any, how: str, caplog: pytest.LogCaptureFixture
+    catalog: Catalog, raw: Any, how: str, part: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Either part of a checkpoint damaged (its manifest list, or a manifest the list names): readers
+    warn, naming the file, and replay the log to the same snapshot."""
     writer = catalog_with(catalog, checkpoint_interval=2)
     table = writer.create_table("sales.cp", schema=SCHEMA, partition_by=["dt"])
     commit_rows(table, 3)  # a checkpoint at version 2
     assert writer.services.flush()  # written off the commit path
     expected = set(table.snapshot().files_by_path)
     (checkpoint,) = Path(table.location, "_acidtables", "checkpoints").iterdir()
-    if how == "checksum":
+    (manifest,) = Path(table.location, "_acidtables", "manifests").iterdir()
+    victim = checkpoint if part == "list" else manifest
+    if how == "missing":
+        victim.unlink()
+    elif how == "checksum" and part == "list":
         document = json.loads(checkpoint.read_bytes())
-        document["snapshot"]["files"] = document["snapshot"]["files"][:-1]  # a file dropped, checksum kept
+        document["snapshot"]["manifests"][0]["entries"] -= 1  # an entry fewer, checksum kept
         checkpoint.write_text(json.dumps(document))
+    elif how == "checksum":  # a well-formed manifest, an entry fewer than the list's checksum names
+        entries = manifests.decode(manifest.read_bytes(), listed_manifest(checkpoint))
+        manifest.write_bytes(manifests.encode(entries.slice(1)))
     else:
-        checkpoint.write_bytes(DAMAGE[how](checkpoint.read_bytes()))
+        victim.write_bytes(DAMAGE[how](victim.read_bytes()))
     with fresh(catalog) as other, caplog.at_level(logging.WARNING):
         snapshot = other.table("sales.cp").snapshot()
     assert set(snapshot.files_by_path) == expected
     assert any("is ignored" in r.getMessage() and checkpoint.name in r.getMessage() for r in caplog.records)
     writer.close()
+
+
+def listed_manifest(checkpoint: Path) -> manifests.Manifest:
+    (only,) = json.loads(checkpoint.read_bytes())["snapshot"]["manifests"]
+    return manifests.Manifest.from_json(only)
 
 
 @pytest.mark.parametrize("how", DAMAGE)

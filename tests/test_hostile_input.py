@@ -1137,14 +1137,23 @@ def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_gives_the_sa
     with fresh(catalog) as other:
         expected = other.table(table.name).snapshot().to_json()
     (checkpoint,) = Path(table.location, "_acidtables", "checkpoints").iterdir()
-    value = checkpoint.read_bytes()
-    if data.draw(st.booleans(), label="whole file"):
-        damaged = _damage(data, value, ["version", "checksum", "file_count", "snapshot"])
+    (manifest,) = Path(table.location, "_acidtables", "manifests").iterdir()
+    part = data.draw(st.sampled_from(["list", "list content", "manifest"]), label="part")
+    if part == "manifest":  # the Parquet file the list names, cut short or with bytes flipped
+        value = manifest.read_bytes()
+        damaged = _damage_bytes(data, value)
+        if damaged == value:
+            return
+        manifest.write_bytes(damaged)
     else:
-        damaged = _damage_content(data, value)
-    if _same_document(damaged, value):
-        return
-    checkpoint.write_bytes(damaged)
+        value = checkpoint.read_bytes()
+        if part == "list":
+            damaged = _damage(data, value, ["format", "version", "checksum", "file_count", "snapshot"])
+        else:
+            damaged = _damage_content(data, value)
+        if _same_document(damaged, value):
+            return
+        checkpoint.write_bytes(damaged)
     caplog.clear()
     with fresh(catalog) as other, caplog.at_level(logging.WARNING):
         view = other.table(table.name)
@@ -1156,10 +1165,22 @@ def test_a_damaged_checkpoint_is_ignored_with_a_warning_and_the_log_gives_the_sa
 
 
 def _damage_content(data: st.DataObject, value: bytes) -> bytes:
-    """The snapshot inside the checkpoint damaged, its checksum, version and file count kept."""
+    """The manifest list inside the checkpoint damaged (a field of a manifest it names), its checksum,
+    version and file count kept."""
     document = json.loads(value)
-    files = document["snapshot"]["files"]
-    at = data.draw(st.integers(0, 2**16), label="file") % len(files)
-    field = data.draw(st.sampled_from(sorted(files[at])), label="field")
-    files[at][field] = data.draw(_JSON, label="value")
+    listed = document["snapshot"]["manifests"]
+    at = data.draw(st.integers(0, 2**16), label="manifest") % len(listed)
+    field = data.draw(st.sampled_from(sorted(listed[at])), label="field")
+    listed[at][field] = data.draw(_JSON, label="value")
     return json.dumps(document).encode()
+
+
+def _damage_bytes(data: st.DataObject, value: bytes) -> bytes:
+    """A binary file cut short or with bytes flipped."""
+    offset = st.integers(0, 2**16)
+    if data.draw(st.booleans(), label="truncate"):
+        return value[: data.draw(offset, label="cut at") % len(value)]
+    damaged = bytearray(value)
+    for _ in range(data.draw(st.integers(1, 4), label="flips")):
+        damaged[data.draw(offset, label="at") % len(value)] ^= data.draw(st.integers(1, 255), label="xor")
+    return bytes(damaged)

@@ -25,11 +25,12 @@ from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.events import CommitEvent
 from acidtables.core.log.archive import Archive
 from acidtables.core.log.background import BackgroundWork
+from acidtables.core.log.checkpoints import Previous, proven_checkpoint, read_snapshot, write_checkpoint
 from acidtables.core.log.records import CommitRecord, unseal_entry
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
 from acidtables.core.log.tablelog import TableLog, archive_log
 from acidtables.core.settings import Settings
-from acidtables.core.storage.storage import Storage, content_checksum
+from acidtables.core.storage.storage import Storage
 
 logger = logging.getLogger(__name__)
 
@@ -221,24 +222,6 @@ class Registrar:
                     logger.info("an in-flight registration failed", exc_info=True)
 
 
-def proven_checkpoint(raw: bytes, version: int) -> dict[str, Any]:
-    """The snapshot a checkpoint file holds, once it proves itself: its version, file count and checksum
-    match its content (a torn or edited file is recognised instead of trusted). ValueError, KeyError,
-    TypeError or AttributeError say why not. The reader and fsck prove checkpoints the same way."""
-    document = json.loads(raw)
-    content = document["snapshot"]
-    problems = []
-    if document.get("version") != version or content.get("version") != version:
-        problems.append(f"it is registered as version {version} but says {document.get('version')}")
-    if document.get("checksum") != content_checksum(content):
-        problems.append("its checksum does not match its content")
-    if document.get("file_count") != len(content.get("files", ())):
-        problems.append("its file count does not match its file list")
-    if problems:
-        raise ValueError("; ".join(problems))
-    return dict(content)
-
-
 class SnapshotCache:
     """Loads snapshots reading only what is new: from a cached snapshot, else from the nearest checkpoint.
 
@@ -303,21 +286,34 @@ class SnapshotCache:
         itself: its version, file count and checksum must match. The log still has everything, so a
         checkpoint is never trusted, only used."""
         try:
-            return Snapshot.from_json(proven_checkpoint(self.services.storage(location).read(path), version))
+            storage = self.services.storage(location)
+            return read_snapshot(storage, proven_checkpoint(storage.read(path), version))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             # a checkpoint is an optimisation: if it is unreadable the log still has everything
             logger.warning("checkpoint %s of %s is ignored (%s); reading the log instead", path, location, exc)
             return None
 
     def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> None:
-        storage = self.services.storage(snapshot.metadata.location)
-        path = storage.checkpoint_file(snapshot.version, txn_id)
-        content = snapshot.to_json()
-        document = {
-            "version": snapshot.version,
-            "file_count": len(content["files"]),
-            "checksum": content_checksum(content),
-            "snapshot": content,
-        }
-        storage.write_exclusive(path, json.dumps(document, separators=(",", ":")).encode())
-        self.services.coordinator.put_checkpoint(snapshot.metadata.table_id, snapshot.version, path)
+        """Write and register `snapshot`'s checkpoint, rewriting only the manifests the commits since the
+        previous checkpoint touched (core.log.checkpoints)."""
+        table_id, location = snapshot.metadata.table_id, snapshot.metadata.location
+        storage = self.services.storage(location)
+        path = write_checkpoint(storage, snapshot, txn_id, self._previous(table_id, location, snapshot.version))
+        self.services.coordinator.put_checkpoint(table_id, snapshot.version, path)
+
+    def _previous(self, table_id: str, location: str, version: int) -> Previous | None:
+        """The manifest checkpoint before `version` and the records since, when it is near enough to
+        build on (None: the next checkpoint writes every manifest)."""
+        log = self.services.log(table_id, location)
+        within = 4 * self.services.settings.commit.checkpoint_interval
+        found = log.checkpoint_at_or_before(version - 1, within=within)
+        if found is None or found[0] <= version - within:
+            return None
+        try:
+            content = proven_checkpoint(self.services.storage(location).read(found[1]), found[0])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # unreadable: the new checkpoint does not need it
+        if "manifests" not in content:
+            return None
+        records = [self.services.decode_log_entry(location, e) for e in log.read(found[0], version)]
+        return Previous(found[0], content, records)

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acidtables.core.errors import AcidTablesError, StorageUnavailableError
+from acidtables.core.log.checkpoints import proven_checkpoint, read_snapshot
 from acidtables.core.log.operations import Operation
 from acidtables.core.log.records import CommitRecord
-from acidtables.core.log.services import Services, proven_checkpoint
-from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
+from acidtables.core.log.services import Services
+from acidtables.core.log.snapshot import SnapshotBuilder
 from acidtables.core.maintenance.retention import read_retention
 from acidtables.core.schema.file_schema import file_schema_problems
 from acidtables.core.storage.storage import Storage
@@ -244,14 +245,15 @@ def _checkpoints(
 def _compare_checkpoint(
     services: Services, location: str, path: str, version: int, replayed: dict[str, Any], check: FsckCheck
 ) -> None:
+    storage = services.storage(location)
     try:
-        content = proven_checkpoint(services.storage(location).read(path), version)
+        content = proven_checkpoint(storage.read(path), version)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         check.fail(f"checkpoint {path} of version {version} does not prove itself ({exc})")
         return
     try:
-        stored = Snapshot.from_json(content).to_json()
-    except (KeyError, TypeError, ValueError) as exc:
+        stored = read_snapshot(storage, content).to_json()
+    except (OSError, KeyError, TypeError, ValueError) as exc:
         check.fail(f"checkpoint {path} of version {version} is not a snapshot ({exc})")
         return
     if stored != replayed:

@@ -147,7 +147,7 @@ def delete_table_data(
         txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
         if txn_id is not None:
             deleted += storage.discard_staged(txn_id)
-    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints", ARCHIVE_DIR):
+    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints", f"{METADATA_DIR}/manifests", ARCHIVE_DIR):
         storage.delete(own)
         deleted.append(own)
     storage.remove_empty_dirs(DATA_DIR)

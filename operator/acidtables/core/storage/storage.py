@@ -244,6 +244,11 @@ class Storage:
     def checkpoint_file(self, version: int, txn_id: str) -> str:
         return f"{METADATA_DIR}/checkpoints/{version:020d}-{txn_id}.json"
 
+    def manifest_file(self, version: int, bucket: int, txn_id: str) -> str:
+        """A new manifest for the checkpoint of `version` (later checkpoints may name it too): a name of its
+        own every time, so a second try never meets the torn file of a first."""
+        return f"{METADATA_DIR}/manifests/{version:020d}-{txn_id}-{bucket:05d}-{uuid.uuid4().hex[:12]}.parquet"
+
     def _local(self, relative: str) -> Path:
         assert self._root is not None  # callers check the branch; not an argument check
         return self._root / relative

@@ -6,7 +6,7 @@ readable table."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,8 @@ from tests.helpers.tables import catalog_with, staged_parquet
 from acidtables import Catalog, Table
 from acidtables.core.log import checkpoints, manifests
 from acidtables.core.log.checkpoints import Previous, proven_checkpoint, read_snapshot, write_checkpoint
+from acidtables.core.log.file_set import FileSet
+from acidtables.core.log.manifest_files import ManifestFiles
 from acidtables.core.log.operations import OpClass, Operation, Policy
 from acidtables.core.log.records import Column, ColumnStats, CommitRecord, DataFile, TableMetadata
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
@@ -73,9 +75,10 @@ commits = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(history=commits, every=st.integers(1, 6), target=st.integers(1, 8))
+@given(history=commits, every=st.integers(1, 6), target=st.integers(1, 8), data=st.data())
 def test_every_checkpoint_reads_back_as_the_replayed_snapshot(
     tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
     history: list[tuple[list[tuple[int, int, int]], set[int]]],
     every: int,
     target: int,
@@ -94,6 +97,7 @@ def test_every_checkpoint_reads_back_as_the_replayed_snapshot(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(manifests, "TARGET_ENTRIES", target)
+        patch.setattr(manifests, "ROW_GROUP_ENTRIES", 2)  # partitions across row groups, as in large tables
         patch.setattr(checkpoints._ManifestWriter, "all", all_recorded)
         builder = SnapshotBuilder().apply_all([record(0, [], [], str(location))])
         previous: tuple[int, dict[str, Any]] | None = None
@@ -119,6 +123,7 @@ def test_every_checkpoint_reads_back_as_the_replayed_snapshot(
             base = None if previous is None else Previous(previous[0], previous[1], since)
             path = write_checkpoint(storage, snapshot, f"txn{version}", base)
             content = proven_checkpoint(storage.read(path), version)
+            assert_answers_lazily(read_snapshot(storage, content), snapshot, data)
             assert read_snapshot(storage, content).to_json() == snapshot.to_json()
             if (
                 base is not None
@@ -128,6 +133,33 @@ def test_every_checkpoint_reads_back_as_the_replayed_snapshot(
                 assert version not in whole, "built on the previous checkpoint, not rewritten whole"
             assert_summaries_add_up(content, snapshot)
             previous, since, moved = (version, content), [], False
+        if previous is not None and since:  # the log after the last checkpoint, on its lazy snapshot
+            tail = SnapshotBuilder(read_snapshot(storage, previous[1])).apply_all(since).peek()
+            assert_answers_lazily(tail, builder.peek(), data)
+            assert tail.to_json() == builder.peek().to_json()
+
+
+def assert_answers_lazily(got: Snapshot, expected: Snapshot, data: st.DataObject) -> None:
+    """A snapshot whose base is a checkpoint's manifests answers its size, a batch of paths and the
+    files of some partitions as the replayed snapshot does, decoding no more than those partitions."""
+    files = got.files_by_path
+    assert isinstance(files, FileSet) and isinstance(files.base, ManifestFiles)
+    want = dict(expected.files_by_path)
+    assert len(files) == len(want) and files.base.decoded == 0
+    partitions = sorted({manifests.partition_key(f.partition) for f in want.values()} | {'{"dt":"d9"}'})
+    chosen = set(data.draw(st.lists(st.sampled_from(partitions), max_size=3), label="partitions"))
+
+    def keep(partition: Mapping[str, Any]) -> bool:
+        return manifests.partition_key(partition) in chosen
+
+    taken = files.in_partitions(keep)
+    assert sorted(taken, key=lambda f: f.path) == sorted(
+        (f for f in want.values() if keep(f.partition)), key=lambda f: f.path
+    )
+    in_base = sum(p.files for m in files.base.manifests for p in m.partitions if p.key in chosen)
+    assert files.base.decoded == in_base, "only the chosen partitions' entries were decoded"
+    asked = data.draw(st.lists(st.sampled_from([*sorted(want), "data/none.parquet"]), max_size=6), label="paths")
+    assert files.find(asked) == {p: want[p] for p in asked if p in want}
 
 
 def assert_summaries_add_up(content: dict[str, Any], snapshot: Snapshot) -> None:

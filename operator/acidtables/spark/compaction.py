@@ -150,7 +150,7 @@ def _stage_each(spark: SparkSession, table: Table, plan: CompactionPlan, job_id:
     operation = f"{plan.kind}_compact"
     for group in plan.groups:
         tx = table.begin(operation)
-        live = tx.snapshot.files_by_path
+        live = tx.snapshot.find(f.path for f in group.files)
         if any(live.get(f.path) != f for f in group.files):
             tx.abort()
             continue

@@ -189,9 +189,10 @@ class Transaction:
     def add_files(self, files: Iterable[DataFile | Mapping[str, Any]]) -> None:
         """Stage data files this transaction wrote (under `staging_dir`, or anywhere with unique names)."""
         self._check_open("add_files")
-        for raw in files:
-            file = self._coerce_file(raw, "add_files")
-            live = self.snapshot.files_by_path.get(file.path)
+        coerced = [self._coerce_file(raw, "add_files") for raw in files]
+        live_entries = self.snapshot.find([f.path for f in coerced])
+        for file in coerced:
+            live = live_entries.get(file.path)
             if file.path in self._adds or (live is not None and file.path not in self._removes):
                 raise InvalidArgumentError(
                     f"add_files(): {file.path} is already in {self.table_name}; files are immutable, so a "
@@ -209,9 +210,10 @@ class Transaction:
     def remove_files(self, files: Iterable[DataFile | str]) -> None:
         """Mark files of the pinned snapshot as removed (rewritten, overwritten, compacted away)."""
         self._check_open("remove_files")
-        for item in files:
-            path = self._storage.relative(item.path if isinstance(item, DataFile) else str(item))
-            current = self.snapshot.files_by_path.get(path)
+        paths = [self._storage.relative(item.path if isinstance(item, DataFile) else str(item)) for item in files]
+        live_entries = self.snapshot.find(paths)
+        for path in paths:
+            current = live_entries.get(path)
             if current is None:
                 raise InvalidArgumentError(
                     f"remove_files(): {path} is not an active file of {self.table_name} at version {self.read_version}"
@@ -421,8 +423,7 @@ class Transaction:
         partitions: dict[tuple[Any, ...], dict[str, Any]] = {}
         for f in [*self._adds.values(), *self._removes.values()]:
             partitions.setdefault(tuple(sorted(f.partition.items())), dict(f.partition))
-        for path in self._reads.files:
-            read = self.snapshot.files_by_path.get(path)
+        for read in self.snapshot.find(list(self._reads.files)).values():
             if read is not None:
                 partitions.setdefault(tuple(sorted(read.partition.items())), dict(read.partition))
         narrowed = [restrict_to_columns(p, frozenset(meta.partition_by)) for p in self._reads.predicates]
@@ -513,7 +514,8 @@ class Transaction:
         cleanup that misjudged it, by a lifecycle rule) would otherwise be committed, and every read of
         the table would then fail. One stat per file locally; one listing of the staging directory on
         an object store (bench/README.md). A failure closes the transaction and commits nothing."""
-        new = [path for path in self._adds if path not in self.snapshot.files_by_path]
+        live = self.snapshot.find(list(self._adds))
+        new = [path for path in self._adds if path not in live]
         if not new:
             return
         try:

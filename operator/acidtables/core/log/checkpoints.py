@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from acidtables.core.log import manifests
 from acidtables.core.log.file_set import FileSet
+from acidtables.core.log.manifest_files import ManifestFiles
 from acidtables.core.log.manifests import Manifest
 from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
 from acidtables.core.log.snapshot import Snapshot
@@ -72,21 +73,18 @@ def entry_count(content: Mapping[str, Any]) -> int:
 
 def read_snapshot(storage: Storage, content: Mapping[str, Any]) -> Snapshot:
     """The snapshot a proven checkpoint holds, its manifests read and proven (OSError or ValueError when
-    one is missing or does not match the list)."""
+    one is missing or does not match the list); their entries are decoded only as readers ask."""
     if "manifests" not in content:
         return Snapshot.from_json(content)
-    files: dict[str, DataFile] = {}
-    for raw in content["manifests"]:
-        manifest = Manifest.from_json(raw)
-        for f in manifests.data_files(manifests.decode(storage.read(manifest.path), manifest)):
-            files[f.path] = f
+    listed = [Manifest.from_json(raw) for raw in content["manifests"]]
+    contents = [manifests.prove(storage.read(m.path), m) for m in listed]
     return Snapshot(
         metadata=TableMetadata.from_json(content["metadata"]),
         version=int(content["version"]),
         time_version=content.get("time_version"),
         committed_at=int(content.get("committed_at", 0)),
         protocol=Protocol.from_json(content["protocol"]),
-        files_by_path=FileSet(files),
+        files_by_path=FileSet(ManifestFiles(listed, contents)),
         app_ids={k: (int(v[0]), int(v[1])) for k, v in (content.get("app_ids") or {}).items()},
     )
 

@@ -13,14 +13,20 @@ that made the layers as large as half the table, each change pays O(1).
 
 A FileSet never changes once made: every version's set stays what it was for the readers that pinned
 it. Iterating it flattens it once into a plain dict (cached), the cost a reader of every file pays anyway.
+
+Its base may be a checkpoint's manifests read on demand (`ManifestFiles`). Such a base is never merged
+into nor copied by a commit, and the FileSet answers what it can without decoding it whole: its size,
+a batch of paths (`find`), the files of some partitions (`in_partitions`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from acidtables.core.log.manifest_files import ManifestFiles
 from acidtables.core.log.records import DataFile
 
 
@@ -46,7 +52,7 @@ class _Layer:
 class FileSet(Mapping[str, DataFile]):
     """Path -> DataFile of the active files of one version. Immutable; `changed` makes the next one."""
 
-    __slots__ = ("_base", "_flat", "_layers", "_lock")
+    __slots__ = ("_base", "_flat", "_layers", "_len", "_lock")
 
     def __init__(self, base: Mapping[str, DataFile] | None = None, layers: tuple[_Layer, ...] = ()) -> None:
         """`base` is taken, not copied: the FileSet owns it from now on, and nobody may change it."""
@@ -54,6 +60,7 @@ class FileSet(Mapping[str, DataFile]):
         self._layers = layers
         #: the whole map, once someone iterated it (a base without layers is its own)
         self._flat: Mapping[str, DataFile] | None = self._base if not layers else None
+        self._len: int | None = None
         self._lock = threading.Lock()
 
     def changed(self, adds: Iterable[DataFile], removes: Iterable[str]) -> FileSet:
@@ -63,10 +70,12 @@ class FileSet(Mapping[str, DataFile]):
         if top.size == 0:
             return self
         # once flattened (a reader iterated it), the flat map is the cheaper start: no layers to walk
-        base, layers = (self._flat, []) if self._flat is not None else (self._base, list(self._layers))
+        flat = self._flat if not isinstance(self._flat, ManifestFiles) else None
+        base, layers = (flat, []) if flat is not None else (self._base, list(self._layers))
         while layers and top.size * 2 >= layers[-1].size:
             top = top.over(layers.pop())
-        if top.size * 2 >= max(len(base), 1) and not layers:
+        # a checkpoint's manifests stay the base: merging into them would decode every entry
+        if top.size * 2 >= max(len(base), 1) and not layers and not isinstance(base, ManifestFiles):
             base = _flatten(base, (top,))
             return FileSet(base, ())
         return FileSet(base, (*layers, top))
@@ -95,7 +104,34 @@ class FileSet(Mapping[str, DataFile]):
         return iter(self._flattened())
 
     def __len__(self) -> int:
-        return len(self._flattened())
+        if self._flat is not None:
+            return len(self._flat)
+        if self._len is None:
+            # the base's size, less the paths the layers removed or replaced, plus what they add
+            adds, removes = _overlay(self._layers)
+            changed = {*adds, *removes}
+            base = self._base
+            present = base.present(changed) if isinstance(base, ManifestFiles) else {p for p in changed if p in base}
+            self._len = len(self._base) - len(present) + len(adds)
+        return self._len
+
+    def find(self, paths: Collection[str]) -> dict[str, DataFile]:
+        """The entries of those of `paths` that are live: lookups in the layers, then one batch in the base."""
+        adds, removes = _overlay(self._layers)
+        found = {p: adds[p] for p in paths if p in adds}
+        below = [p for p in paths if p not in adds and p not in removes]
+        found.update(_find(self._flat if self._flat is not None else self._base, below))
+        return found
+
+    def in_partitions(self, keep: Callable[[Mapping[str, Any]], bool]) -> list[DataFile]:
+        """The live files of every partition `keep` accepts; from a checkpoint's manifests, only theirs."""
+        source = self._flat if self._flat is not None else self._base
+        if not isinstance(source, ManifestFiles):
+            table = source if self._flat is not None else self._flattened()
+            return [f for f in table.values() if keep(f.partition)]
+        adds, removes = _overlay(self._layers)
+        kept = [f for f in source.in_partitions(keep) if f.path not in removes and f.path not in adds]
+        return kept + [f for f in adds.values() if keep(f.partition)]
 
     def _flattened(self) -> Mapping[str, DataFile]:
         """The whole map, made once and kept: readers that iterate pay the flattening once per version."""
@@ -106,14 +142,35 @@ class FileSet(Mapping[str, DataFile]):
         return self._flat
 
     @property
+    def base(self) -> Mapping[str, DataFile]:
+        """The map under the layers (a checkpoint's `ManifestFiles` when read from one)."""
+        return self._base
+
+    @property
     def depth(self) -> int:
         """Layers above the base (what a lookup walks at most, besides the base)."""
         return len(self._layers)
 
 
+def _overlay(layers: tuple[_Layer, ...]) -> tuple[Mapping[str, DataFile], frozenset[str]]:
+    """The layers as one: what they add over the base, and which of the base's paths they remove."""
+    if not layers:
+        return {}, frozenset()
+    merged = layers[0]
+    for layer in layers[1:]:
+        merged = layer.over(merged)
+    return merged.adds, merged.removes
+
+
+def _find(base: Mapping[str, DataFile], paths: Collection[str]) -> dict[str, DataFile]:
+    if isinstance(base, ManifestFiles):
+        return base.find(paths)
+    return {p: base[p] for p in paths if p in base}
+
+
 def _flatten(base: Mapping[str, DataFile], layers: Iterable[_Layer]) -> dict[str, DataFile]:
     """`base` with the layers applied in order, each one's removes before its adds (as a commit applies)."""
-    flat = dict(base)
+    flat = dict(base.everything() if isinstance(base, ManifestFiles) else base)
     for layer in layers:
         for path in layer.removes:
             flat.pop(path, None)

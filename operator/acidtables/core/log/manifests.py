@@ -207,15 +207,20 @@ def encode(entries: pa.Table) -> bytes:
     return bytes(sink.getvalue().to_pybytes())
 
 
+def prove(data: bytes, manifest: Manifest) -> bytes:
+    """A manifest file's bytes, once they prove themselves against the list: its SHA-256, and as many
+    entries as the list says (ValueError if not). Nothing is decoded but the Parquet footer."""
+    if hashlib.sha256(data).hexdigest() != manifest.sha256:
+        raise ValueError(f"manifest {manifest.path} does not match its checksum")
+    rows = pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows
+    if rows != manifest.entries:
+        raise ValueError(f"manifest {manifest.path} holds {rows} entries, not {manifest.entries}")
+    return data
+
+
 def decode(data: bytes, manifest: Manifest) -> pa.Table:
     """A manifest file's entries, once its bytes prove themselves against the list (ValueError if not)."""
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != manifest.sha256:
-        raise ValueError(f"manifest {manifest.path} does not match its checksum")
-    entries = pq.read_table(pa.BufferReader(data), schema=ENTRY_SCHEMA)
-    if entries.num_rows != manifest.entries:
-        raise ValueError(f"manifest {manifest.path} holds {entries.num_rows} entries, not {manifest.entries}")
-    return entries
+    return pq.read_table(pa.BufferReader(prove(data, manifest)), schema=ENTRY_SCHEMA)
 
 
 def sha256(data: bytes) -> str:
@@ -234,6 +239,7 @@ __all__ = [
     "entries_table",
     "needs_new_buckets",
     "partition_key",
+    "prove",
     "sorted_entries",
     "summarise",
 ]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from acidtables.core.expressions import Expr, might_match, restrict_to_columns
+from acidtables.core.expressions import ColumnBounds, Expr, might_match, restrict_to_columns
 from acidtables.core.log.file_set import FileSet
 from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
 
@@ -50,14 +50,35 @@ class Snapshot:
             seen.setdefault(tuple(sorted(f.partition.items())), dict(f.partition))
         return [seen[k] for k in sorted(seen, key=repr)]
 
+    def find(self, paths: Iterable[str]) -> dict[str, DataFile]:
+        """The live entries of those of `paths` that are live, looked up as one batch: a snapshot read from
+        a checkpoint's manifests answers a batch in one pass over them, a single lookup in one too."""
+        wanted = list(paths)
+        files = self.files_by_path
+        if isinstance(files, FileSet):
+            return files.find(wanted)
+        return {p: files[p] for p in wanted if p in files}
+
     def prune(self, predicate: Expr | None, *, partitions_only: bool = False) -> list[DataFile]:
-        """Files that might hold rows matching `predicate` (partition values, then min/max statistics)."""
+        """Files that might hold rows matching `predicate` (partition values, then min/max statistics),
+        oldest first. Partitions are pruned before any file is looked at: from a checkpoint's manifests
+        only the matching partitions' entries are decoded."""
         if predicate is None:
             return self.files
-        if partitions_only:
-            narrowed = restrict_to_columns(predicate, frozenset(self.metadata.partition_by))
-            return [f for f in self.files if might_match(narrowed, f.partition_bounds())]
-        return [f for f in self.files if might_match(predicate, f.bounds())]
+        narrowed = restrict_to_columns(predicate, frozenset(self.metadata.partition_by))
+
+        def keep(partition: Mapping[str, Any]) -> bool:
+            return might_match(narrowed, {k: ColumnBounds.exact(v) for k, v in partition.items()})
+
+        files = self.files_by_path
+        candidates = (
+            files.in_partitions(keep)
+            if isinstance(files, FileSet)
+            else [f for f in files.values() if keep(f.partition)]
+        )
+        if not partitions_only:
+            candidates = [f for f in candidates if might_match(predicate, f.bounds())]
+        return sorted(candidates, key=lambda f: (f.added_version or 0, f.path))
 
     def to_json(self) -> dict[str, Any]:
         """The checkpoint form: everything needed to continue from this version without the log."""

@@ -320,3 +320,15 @@ def test_a_checkpoint_in_a_format_this_version_does_not_know_is_skipped_saying_s
         proven_checkpoint(Path(table.location, path).read_bytes(), version)
     with catalog_with(writer, checkpoint_interval=4) as reader:
         assert reader.table("sales.newer").snapshot().to_json() == table.snapshot().to_json()
+
+
+def test_a_process_that_commits_many_files_asks_for_checkpoints_sooner(catalog: Catalog) -> None:
+    """Large commits: a checkpoint once `checkpoint_actions` file adds and removes have been committed
+    since the last, long before `checkpoint_interval` versions, so a reader never replays more than
+    about that many entries."""
+    with catalog_with(catalog, checkpoint_interval=1000, checkpoint_actions=5) as busy:
+        table = busy.create_table("sales.busy", schema=SCHEMA, partition_by=["dt"])
+        for _ in range(5):
+            commit_into(table, "a", "b", "c")  # 3 adds each: due at the 2nd, 4th commit (6 >= 5)
+        assert busy.services.flush()
+        assert [v for v, _ in busy.services.coordinator.checkpoints(table.table_id)] == [2, 4]

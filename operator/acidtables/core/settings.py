@@ -31,6 +31,7 @@ VARIABLES = (
     "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS",
     "ACIDTABLES_COMMIT_MAX_ATTEMPTS",
     "ACIDTABLES_CHECKPOINT_INTERVAL",
+    "ACIDTABLES_CHECKPOINT_ACTIONS",
     "ACIDTABLES_COMMIT_REGISTER_AFTER_SECONDS",
     "ACIDTABLES_LOG_WINDOW_VERSIONS",
     "ACIDTABLES_RETENTION_MINIMUM_SECONDS",
@@ -128,6 +129,9 @@ class CommitSettings:
     backoff_max_seconds: float = 0.25
     #: a checkpoint of the active file set is written every this many versions
     checkpoint_interval: int = 100
+    #: and sooner once a process has committed this many file adds and removes to a table since it last
+    #: asked for one: a reader then replays a bounded number of entries, not only of versions (issue 32)
+    checkpoint_actions: int = 100_000
     #: commit records larger than this go to an immutable commit file, etcd keeps a pointer (etcd's
     #: request limit is 1.5 MiB)
     inline_record_max_bytes: int = 256 * 1024
@@ -158,6 +162,7 @@ class CommitSettings:
         return CommitSettings(
             max_attempts=_int(env, "ACIDTABLES_COMMIT_MAX_ATTEMPTS", CommitSettings.max_attempts),
             checkpoint_interval=_int(env, "ACIDTABLES_CHECKPOINT_INTERVAL", CommitSettings.checkpoint_interval),
+            checkpoint_actions=_int(env, "ACIDTABLES_CHECKPOINT_ACTIONS", CommitSettings.checkpoint_actions),
             log_window_versions=_int(env, "ACIDTABLES_LOG_WINDOW_VERSIONS", CommitSettings.log_window_versions),
             duration_event_ttl_seconds=int(
                 _float(

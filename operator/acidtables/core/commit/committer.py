@@ -326,8 +326,8 @@ class _Committer:
         table = (self.table_id, self.meta.location)
         if record.version % max(1, self.settings.log_window_versions // 2) == 0:
             self.services.archiver.schedule(table, None)
-        if record.version % self.settings.checkpoint_interval == 0:
-            # off the commit path: a checkpoint costs what the table holds (issue 32)
+        if self.services.checkpoint_due(table, record):
+            # off the commit path, on a thread of this process (issue 32)
             self.services.checkpointer.schedule(table, (record.version, self.txn_id))
         logger.debug(
             "%s: txn %s committed version %d after %d retries",

@@ -117,10 +117,21 @@ class FileSet(Mapping[str, DataFile]):
 
     def find(self, paths: Collection[str]) -> dict[str, DataFile]:
         """The entries of those of `paths` that are live: lookups in the layers, then one batch in the base."""
-        adds, removes = _overlay(self._layers)
-        found = {p: adds[p] for p in paths if p in adds}
-        below = [p for p in paths if p not in adds and p not in removes]
-        found.update(_find(self._flat if self._flat is not None else self._base, below))
+        if self._flat is not None:
+            return _find(self._flat, paths)
+        found: dict[str, DataFile] = {}
+        below = []
+        for path in paths:  # each path walks the layers (O(log n) of them), as a lookup does
+            for layer in reversed(self._layers):
+                entry = layer.adds.get(path)
+                if entry is not None:
+                    found[path] = entry
+                    break
+                if path in layer.removes:
+                    break
+            else:
+                below.append(path)
+        found.update(_find(self._base, below))
         return found
 
     def in_partitions(self, keep: Callable[[Mapping[str, Any]], bool]) -> list[DataFile]:

@@ -69,9 +69,24 @@ class Services:
         self.archiver: BackgroundWork[tuple[str, str], None] = BackgroundWork("acidtables-archiver", self._archive)
         #: (table id, location) -> (version, txn id): write a checkpoint of that version (the newest asked,
         #: whichever of two committing threads asks last)
+        #: file adds and removes this process committed per table since it last asked for a checkpoint
+        self._actions_since_checkpoint: dict[tuple[str, str], int] = {}
+        self._actions_lock = threading.Lock()
         self.checkpointer: BackgroundWork[tuple[str, str], tuple[int, str]] = BackgroundWork(
             "acidtables-checkpointer", self._checkpoint, combine=max
         )
+
+    def checkpoint_due(self, table: tuple[str, str], record: CommitRecord) -> bool:
+        """Whether the commit of `record` should ask for a checkpoint: every `checkpoint_interval`
+        versions, or once this process has committed `checkpoint_actions` file adds and removes to the
+        table since it last asked (ten 10,000-file appends would otherwise leave a reader 100,000 entries
+        of log to replay)."""
+        commit = self.settings.commit
+        with self._actions_lock:
+            actions = self._actions_since_checkpoint.get(table, 0) + len(record.adds) + len(record.removes)
+            due = record.version % commit.checkpoint_interval == 0 or actions >= commit.checkpoint_actions
+            self._actions_since_checkpoint[table] = 0 if due else actions
+        return due
 
     def _archive(self, table: tuple[str, str], _: None) -> None:
         table_id, location = table

@@ -19,9 +19,10 @@ from acidtables import Catalog, Table
 from acidtables.core.log import checkpoints, manifests
 from acidtables.core.log.checkpoints import Previous, proven_checkpoint, read_snapshot, write_checkpoint
 from acidtables.core.log.file_set import FileSet
+from acidtables.core.log.file_totals import FileTotals, PartitionTotals
 from acidtables.core.log.manifest_files import ManifestFiles
 from acidtables.core.log.operations import OpClass, Operation, Policy
-from acidtables.core.log.records import Column, ColumnStats, CommitRecord, DataFile, TableMetadata
+from acidtables.core.log.records import Column, ColumnStats, CommitRecord, DataFile, FileKind, TableMetadata
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
 from acidtables.core.schema.ddl import parse_schema
 from acidtables.core.storage.storage import Storage, content_checksum
@@ -59,6 +60,7 @@ def entry(path: int, partition: int, version: int, deleted: int) -> DataFile:
         size_bytes=100 + path,
         stats={"id": ColumnStats(path, path + version, 0)},
         deletion_vector=tuple(range(deleted)) if deleted else None,
+        kind=FileKind.CHANGES if path % 3 == 0 else FileKind.DATA,
         extra={"n": version},
     )
 
@@ -160,6 +162,13 @@ def assert_answers_lazily(got: Snapshot, expected: Snapshot, data: st.DataObject
     assert files.base.decoded == in_base, "only the chosen partitions' entries were decoded"
     asked = data.draw(st.lists(st.sampled_from([*sorted(want), "data/none.parquet"]), max_size=6), label="paths")
     assert files.find(asked) == {p: want[p] for p in asked if p in want}
+    small = data.draw(st.integers(100, 131), label="small file bytes")
+    assert got.totals(small) == FileTotals.of(want.values(), small)
+    by_partition: dict[str, list[DataFile]] = {}
+    for f in want.values():
+        by_partition.setdefault(manifests.partition_key(f.partition), []).append(f)
+    expected_totals = {key: PartitionTotals.of(members, small) for key, members in by_partition.items()}
+    assert {manifests.partition_key(p): t for p, t in got.partition_totals(small)} == expected_totals
 
 
 def assert_summaries_add_up(content: dict[str, Any], snapshot: Snapshot) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from acidtables.core import FileKind, InFlight, LiveRowCounter, Table
+from acidtables.core import InFlight, LiveRowCounter, Table
 
 #: files under this size count as small when the spec does not say (the CRD's example: 32Mi)
 DEFAULT_SMALL_FILE_BYTES = 32 << 20
@@ -37,7 +37,7 @@ def table_status(
     by `counter`), `physicalRows` what the files hold."""
     snapshot = table.snapshot()
     counts = (counter or LiveRowCounter()).count(snapshot, table.storage)
-    files = list(snapshot.files_by_path.values())
+    totals = snapshot.totals(small_file_bytes)  # from a checkpoint's manifests without decoding entries
     newest = table.history(limit=1)
     status: dict[str, Any] = {
         "tableId": table.table_id,
@@ -45,10 +45,10 @@ def table_status(
         "conflictPolicy": snapshot.metadata.conflict_policy.value,
         "version": snapshot.version,
         "timeVersion": _rfc3339(snapshot.time_version),
-        "files": len(files),
-        "smallFiles": sum(1 for f in files if f.size_bytes < small_file_bytes),
-        "deltaFiles": sum(1 for f in files if f.kind is FileKind.CHANGES),
-        "bytes": snapshot.size_bytes,
+        "files": totals.files,
+        "smallFiles": totals.small_files,
+        "deltaFiles": totals.change_files,
+        "bytes": totals.size_bytes,
         "rows": counts.live,
         "physicalRows": counts.physical,
         "inFlight": len(table.in_flight() if in_flight is None else in_flight),

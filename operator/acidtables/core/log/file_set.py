@@ -26,7 +26,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from acidtables.core.log.file_totals import FileTotals, PartitionTotals
 from acidtables.core.log.manifest_files import ManifestFiles
+from acidtables.core.log.manifests import partition_key
 from acidtables.core.log.records import DataFile
 
 
@@ -132,6 +134,40 @@ class FileSet(Mapping[str, DataFile]):
             else:
                 below.append(path)
         found.update(_find(self._base, below))
+        return found
+
+    def totals(self, small_file_bytes: int = 0) -> FileTotals:
+        """Files, small files, change files, bytes and live rows; over a checkpoint's manifests from their
+        columns, decoding only the entries the layers replaced or removed."""
+        source = self._flat if self._flat is not None else self._base
+        if not isinstance(source, ManifestFiles):
+            return FileTotals.of(self._flattened().values(), small_file_bytes)
+        adds, removes = _overlay(self._layers)
+        replaced = source.find({*adds, *removes}).values()
+        return (
+            source.totals(small_file_bytes)
+            - FileTotals.of(replaced, small_file_bytes)
+            + FileTotals.of(adds.values(), small_file_bytes)
+        )
+
+    def partition_totals(self, small_file_bytes: int = 0) -> dict[str, PartitionTotals]:
+        """Per partition (its canonical key): totals and the newest adding version. Over a checkpoint's
+        manifests, from their columns, except the partitions the layers touched, whose entries alone
+        are decoded (a removal can change which version is newest)."""
+        source = self._flat if self._flat is not None else self._base
+        if not isinstance(source, ManifestFiles):
+            groups: dict[str, list[DataFile]] = {}
+            for f in self._flattened().values():
+                groups.setdefault(partition_key(f.partition), []).append(f)
+            return {key: PartitionTotals.of(members, small_file_bytes) for key, members in groups.items()}
+        adds, removes = _overlay(self._layers)
+        replaced = source.find({*adds, *removes}).values()  # a re-added path may have left a partition
+        touched = {partition_key(f.partition) for f in (*adds.values(), *replaced)}
+        found = source.partition_totals(small_file_bytes, skip=touched)
+        groups = {}
+        for f in self.in_partitions(lambda partition: partition_key(partition) in touched):
+            groups.setdefault(partition_key(f.partition), []).append(f)
+        found.update((key, PartitionTotals.of(members, small_file_bytes)) for key, members in groups.items())
         return found
 
     def in_partitions(self, keep: Callable[[Mapping[str, Any]], bool]) -> list[DataFile]:

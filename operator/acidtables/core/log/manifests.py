@@ -13,7 +13,7 @@ rewritten whole every time. Manifests make its cost follow what changed (docs/de
   live rows and bytes, so a reader can prune partitions, and count, without opening a manifest.
 
 Entries are columns a reader projects: path, partition (canonical JSON, dictionary-encoded), rows, the
-rows a deletion vector hides, bytes, the version that added it, and `detail`, the rest of the entry as
+rows a deletion vector hides, bytes, kind, the version that added it, and `detail`, the rest of the entry as
 the log spells it (statistics, kind, deletion vector, lineage), decoded only for entries a reader takes.
 """
 
@@ -44,6 +44,7 @@ ENTRY_SCHEMA = pa.schema(
         ("rows", pa.int64()),
         ("hidden_rows", pa.int64()),
         ("size_bytes", pa.int64()),
+        ("kind", pa.string()),
         ("added_version", pa.int64()),
         ("detail", pa.string()),
     ]
@@ -142,6 +143,7 @@ def entries_table(files: Iterable[DataFile]) -> pa.Table:
         columns["rows"].append(f.rows)
         columns["hidden_rows"].append(len(f.deletion_vector or ()))
         columns["size_bytes"].append(f.size_bytes)
+        columns["kind"].append(f.kind.value)
         columns["added_version"].append(f.added_version)
         rest = {k: v for k, v in raw.items() if k not in _OWN_FIELDS}
         columns["detail"].append(json.dumps(rest, separators=(",", ":")) if rest else None)
@@ -200,7 +202,7 @@ def encode(entries: pa.Table) -> bytes:
         entries,
         sink,
         compression="zstd",
-        use_dictionary=["partition", "detail"],
+        use_dictionary=["partition", "kind", "detail"],
         row_group_size=ROW_GROUP_ENTRIES,
         write_statistics=["partition"],
     )

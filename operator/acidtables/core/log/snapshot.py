@@ -9,12 +9,15 @@ changed, not what the table holds (issue 32).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from acidtables.core.expressions import ColumnBounds, Expr, might_match, restrict_to_columns
 from acidtables.core.log.file_set import FileSet
+from acidtables.core.log.file_totals import FileTotals, PartitionTotals
+from acidtables.core.log.manifests import partition_key
 from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
 
 
@@ -38,11 +41,32 @@ class Snapshot:
 
     @property
     def row_count(self) -> int:
-        return sum(f.live_rows for f in self.files_by_path.values())
+        return self.totals().live_rows
 
     @property
     def size_bytes(self) -> int:
-        return sum(f.size_bytes for f in self.files_by_path.values())
+        return self.totals().size_bytes
+
+    def totals(self, small_file_bytes: int = 0) -> FileTotals:
+        """Files, small files (under `small_file_bytes`), change files, bytes and live rows: from a
+        checkpoint's manifests without decoding their entries."""
+        files = self.files_by_path
+        if isinstance(files, FileSet):
+            return files.totals(small_file_bytes)
+        return FileTotals.of(files.values(), small_file_bytes)
+
+    def partition_totals(self, small_file_bytes: int = 0) -> list[tuple[dict[str, Any], PartitionTotals]]:
+        """Per partition, in a stable order: its values, totals and newest adding version. From a
+        checkpoint's manifests without decoding the entries of partitions unchanged since."""
+        files = self.files_by_path
+        by_key = files.partition_totals(small_file_bytes) if isinstance(files, FileSet) else None
+        if by_key is None:
+            groups: dict[str, list[DataFile]] = {}
+            for f in files.values():
+                groups.setdefault(partition_key(f.partition), []).append(f)
+            by_key = {key: PartitionTotals.of(members, small_file_bytes) for key, members in groups.items()}
+        found = [(json.loads(key), totals) for key, totals in by_key.items()]
+        return sorted(found, key=lambda item: repr(tuple(sorted(item[0].items()))))
 
     def partitions(self) -> list[dict[str, Any]]:
         seen: dict[tuple[Any, ...], dict[str, Any]] = {}

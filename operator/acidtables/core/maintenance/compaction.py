@@ -159,20 +159,19 @@ class PartitionFiles:
 
 
 def partition_files(snapshot: Snapshot, small_file_bytes: int) -> list[PartitionFiles]:
-    """Per partition: files, small files, change files, bytes and the newest adding version."""
-    out = []
-    for members in _by_partition(snapshot.files):
-        out.append(
-            PartitionFiles(
-                dict(members[0].partition),
-                len(members),
-                sum(1 for f in members if f.size_bytes < small_file_bytes),
-                sum(1 for f in members if f.kind is FileKind.CHANGES),
-                sum(f.size_bytes for f in members),
-                max((f.added_version or 0) for f in members),
-            )
+    """Per partition: files, small files, change files, bytes and the newest adding version; from a
+    checkpoint's manifests without decoding the entries of partitions unchanged since (issue 32)."""
+    return [
+        PartitionFiles(
+            partition,
+            found.totals.files,
+            found.totals.small_files,
+            found.totals.change_files,
+            found.totals.size_bytes,
+            found.newest_version,
         )
-    return out
+        for partition, found in snapshot.partition_totals(small_file_bytes)
+    ]
 
 
 __all__ = [

@@ -59,11 +59,12 @@ class LiveRowCounter:
         self._max = max_partitions
 
     def count(self, snapshot: Snapshot, storage: Storage) -> RowCounts:
+        meta = snapshot.metadata
+        if not meta.primary_key:  # no merge on read: the files' totals, which need no entry decoded
+            physical = snapshot.totals().live_rows
+            return RowCounts(physical, physical)
         files = list(snapshot.files_by_path.values())
         physical = sum(f.live_rows for f in files)
-        meta = snapshot.metadata
-        if not meta.primary_key:
-            return RowCounts(physical, physical)
         partitions: dict[tuple[tuple[str, Any], ...], list[DataFile]] = {}
         for f in files:
             partitions.setdefault(_partition_key(f), []).append(f)

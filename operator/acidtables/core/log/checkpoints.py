@@ -31,7 +31,7 @@ from acidtables.core.log import manifests
 from acidtables.core.log.file_set import FileSet
 from acidtables.core.log.manifest_files import ManifestFiles
 from acidtables.core.log.manifests import Manifest
-from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
+from acidtables.core.log.records import CommitRecord, DataFile
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.storage.storage import Storage, content_checksum
 
@@ -78,15 +78,7 @@ def read_snapshot(storage: Storage, content: Mapping[str, Any]) -> Snapshot:
         return Snapshot.from_json(content)
     listed = [Manifest.from_json(raw) for raw in content["manifests"]]
     contents = [manifests.prove(storage.read(m.path), m) for m in listed]
-    return Snapshot(
-        metadata=TableMetadata.from_json(content["metadata"]),
-        version=int(content["version"]),
-        time_version=content.get("time_version"),
-        committed_at=int(content.get("committed_at", 0)),
-        protocol=Protocol.from_json(content["protocol"]),
-        files_by_path=FileSet(ManifestFiles(listed, contents)),
-        app_ids={k: (int(v[0]), int(v[1])) for k, v in (content.get("app_ids") or {}).items()},
-    )
+    return Snapshot.from_json(content, FileSet(ManifestFiles(listed, contents)))
 
 
 @dataclass(frozen=True)
@@ -126,12 +118,7 @@ def write_checkpoint(storage: Storage, snapshot: Snapshot, txn_id: str, previous
         if sum(m.entries for m in written) != live:  # that, or a record that misnamed a file's partition
             written = writer.all(buckets)
     content = {
-        "version": snapshot.version,
-        "time_version": snapshot.time_version,
-        "committed_at": snapshot.committed_at,
-        "metadata": snapshot.metadata.to_json(),
-        "protocol": snapshot.protocol.to_json(),
-        "app_ids": {k: list(v) for k, v in snapshot.app_ids.items()},
+        **snapshot.header_json(),
         "buckets": buckets,
         "manifests": [m.to_json() for m in sorted(written, key=lambda m: m.bucket)],
     }

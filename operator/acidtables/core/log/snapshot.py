@@ -105,7 +105,12 @@ class Snapshot:
         return sorted(candidates, key=lambda f: (f.added_version or 0, f.path))
 
     def to_json(self) -> dict[str, Any]:
-        """The checkpoint form: everything needed to continue from this version without the log."""
+        """The first checkpoint form: everything needed to continue from this version without the log."""
+        files = [{**f.to_json(), "added_version": f.added_version} for f in self.files]
+        return {**self.header_json(), "files": files}
+
+    def header_json(self) -> dict[str, Any]:
+        """Everything but the files: what a checkpoint's manifest list carries beside its manifests."""
         return {
             "version": self.version,
             "time_version": self.time_version,
@@ -113,22 +118,21 @@ class Snapshot:
             "metadata": self.metadata.to_json(),
             "protocol": self.protocol.to_json(),
             "app_ids": {k: list(v) for k, v in self.app_ids.items()},
-            "files": [{**f.to_json(), "added_version": f.added_version} for f in self.files],
         }
 
     @staticmethod
-    def from_json(data: Mapping[str, Any]) -> Snapshot:
-        files = {}
-        for raw in data["files"]:
-            f = DataFile.from_json(raw, raw.get("added_version"))
-            files[f.path] = f
+    def from_json(data: Mapping[str, Any], files: Mapping[str, DataFile] | None = None) -> Snapshot:
+        """The snapshot `to_json` wrote; or, given `files`, the one whose header `header_json` wrote."""
+        if files is None:
+            parsed = (DataFile.from_json(raw, raw.get("added_version")) for raw in data["files"])
+            files = {f.path: f for f in parsed}
         return Snapshot(
             metadata=TableMetadata.from_json(data["metadata"]),
             version=int(data["version"]),
             time_version=data.get("time_version"),
             committed_at=int(data.get("committed_at", 0)),
             protocol=Protocol.from_json(data["protocol"]),
-            files_by_path=FileSet(files),
+            files_by_path=_file_set(files),
             app_ids={k: (int(v[0]), int(v[1])) for k, v in (data.get("app_ids") or {}).items()},
         )
 

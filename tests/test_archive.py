@@ -294,3 +294,28 @@ def test_a_segment_read_while_it_was_being_written_is_read_again(
         monkeypatch.setattr(archive.storage, "read", read_once_torn)
         assert reader.history() == expected
         assert torn["left"] == 0
+
+
+def test_an_archiver_that_loses_the_marker_goes_on_and_reports_where_the_archive_ends(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another archiver (a committing process's background one) moves the marker between this one's
+    segment and its compare-and-swap: this one loses, reads the marker again, and its report says where
+    the archive really ends, not where its own view of it stopped."""
+    table = catalog.create_table("ns.race", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for n in range(30):
+        _append(table, f"p{n % 3}")
+    coordinator = catalog.services.coordinator
+    advance = coordinator.advance_archive
+    raced: list[bool] = []
+
+    def other_archiver_first(*args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            assert table.archive(keep_versions=10).archived_upto == 20  # the other one, to the end
+        return advance(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "advance_archive", other_archiver_first)
+    report = table.archive(keep_versions=10)
+    assert raced and report.archived_upto == 20 and report.versions_archived == 0
+    assert [int(k.rsplit("/", 1)[1]) for k in _keys(catalog, table, "log")] == list(range(21, 31))

@@ -172,9 +172,10 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
     deleted (a lookup that misses etcd reads the archive), then one transaction moves the marker and
     deletes its log, time-index and checkpoint keys.
 
-    Safe to run anywhere at any time, concurrently too: a second archiver that loses the marker's
-    compare-and-swap stops (its segment is a harmless duplicate), and a run killed at any point leaves
-    entries still in etcd that the next run archives again, each in a segment already."""
+    Safe to run anywhere at any time, concurrently too: an archiver that loses the marker's
+    compare-and-swap reads it again and goes on with what is left below its target (its segment is a
+    harmless duplicate), so its report says where the archive really ends; a run killed at any point
+    leaves entries still in etcd that the next run archives again, each in a segment already."""
     coordinator, table_id = log.coordinator, log.table_id
     target = archivable_upto(coordinator, table_id, keep_versions)
     archived = removed = segments = 0
@@ -205,9 +206,10 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
             checkpoint=max(batch.checkpoints, default=marker.checkpoint),
         )
         moved = coordinator.advance_archive(table_id, marker, newer, txn_ids)
-        if moved is None:
-            logger.info("table %s: another archiver moved the marker first; stopping", table_id)
-            break
+        if moved is None:  # another archiver (a background one of some committing process) got there first
+            logger.info("table %s: another archiver moved the marker first; going on from where it is", table_id)
+            marker = coordinator.archive_marker(table_id)
+            continue
         archived += len(batch.entries)
         removed += 2 * len(batch.entries) + len(batch.times) + len(batch.checkpoints)
         marker = moved

@@ -157,11 +157,10 @@ class _ManifestWriter:
                 changed_paths.add(f.path)
                 touched.add(manifests.bucket_of(f, buckets))
         added: dict[int, list[DataFile]] = defaultdict(list)
-        for path in changed_paths:
-            live = files.get(path)
-            if live is not None:
-                added[manifests.bucket_of(live, buckets)].append(live)
-                touched.add(manifests.bucket_of(live, buckets))
+        for live in files.find(changed_paths).values():  # one batch, not a lookup per path
+            bucket = manifests.bucket_of(live, buckets)
+            added[bucket].append(live)
+            touched.add(bucket)
         result = previous.manifests()
         replaced = pa.array(sorted(changed_paths), pa.string())
         for bucket in touched:

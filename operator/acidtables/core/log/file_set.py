@@ -156,26 +156,20 @@ class FileSet(Mapping[str, DataFile]):
         are decoded (a removal can change which version is newest)."""
         source = self._flat if self._flat is not None else self._base
         if not isinstance(source, ManifestFiles):
-            groups: dict[str, list[DataFile]] = {}
-            for f in self._flattened().values():
-                groups.setdefault(partition_key(f.partition), []).append(f)
-            return {key: PartitionTotals.of(members, small_file_bytes) for key, members in groups.items()}
+            return _partition_totals(self._flattened().values(), small_file_bytes)
         adds, removes = _overlay(self._layers)
         replaced = source.find({*adds, *removes}).values()  # a re-added path may have left a partition
         touched = {partition_key(f.partition) for f in (*adds.values(), *replaced)}
         found = source.partition_totals(small_file_bytes, skip=touched)
-        groups = {}
-        for f in self.in_partitions(lambda partition: partition_key(partition) in touched):
-            groups.setdefault(partition_key(f.partition), []).append(f)
-        found.update((key, PartitionTotals.of(members, small_file_bytes)) for key, members in groups.items())
+        in_touched = self.in_partitions(lambda partition: partition_key(partition) in touched)
+        found.update(_partition_totals(in_touched, small_file_bytes))
         return found
 
     def in_partitions(self, keep: Callable[[Mapping[str, Any]], bool]) -> list[DataFile]:
         """The live files of every partition `keep` accepts; from a checkpoint's manifests, only theirs."""
         source = self._flat if self._flat is not None else self._base
         if not isinstance(source, ManifestFiles):
-            table = source if self._flat is not None else self._flattened()
-            return [f for f in table.values() if keep(f.partition)]
+            return [f for f in self._flattened().values() if keep(f.partition)]
         adds, removes = _overlay(self._layers)
         kept = [f for f in source.in_partitions(keep) if f.path not in removes and f.path not in adds]
         return kept + [f for f in adds.values() if keep(f.partition)]
@@ -207,6 +201,13 @@ def _overlay(layers: tuple[_Layer, ...]) -> tuple[Mapping[str, DataFile], frozen
     for layer in layers[1:]:
         merged = layer.over(merged)
     return merged.adds, merged.removes
+
+
+def _partition_totals(files: Iterable[DataFile], small_file_bytes: int) -> dict[str, PartitionTotals]:
+    groups: dict[str, list[DataFile]] = {}
+    for f in files:
+        groups.setdefault(partition_key(f.partition), []).append(f)
+    return {key: PartitionTotals.of(members, small_file_bytes) for key, members in groups.items()}
 
 
 def _find(base: Mapping[str, DataFile], paths: Collection[str]) -> dict[str, DataFile]:

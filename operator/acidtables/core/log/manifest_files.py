@@ -90,10 +90,9 @@ class ManifestFiles(Mapping[str, DataFile]):
             with self._lock:
                 if self._index is None:
                     index: dict[str, tuple[int, int]] = {}
-                    for number, content in enumerate(self._contents):
-                        table = self._tables.get(number)
-                        column = table.column("path") if table is not None else _read(content, ("path",)).column(0)
-                        index.update((path, (number, row)) for row, path in enumerate(column.to_pylist()))
+                    for number in range(len(self._manifests)):
+                        paths = self._columns(number, ("path",)).column("path").to_pylist()
+                        index.update((path, (number, row)) for row, path in enumerate(paths))
                     self._index = index
         return self._index
 
@@ -101,9 +100,7 @@ class ManifestFiles(Mapping[str, DataFile]):
         """What every entry adds up to, from four projected columns: no entry decoded."""
         totals = FileTotals()
         for index in range(len(self._manifests)):
-            table = self._tables.get(index)
-            if table is None:
-                table = pq.read_table(pa.BufferReader(self._contents[index]), columns=list(_TOTALLED))
+            table = self._columns(index, _TOTALLED)
             sizes = table.column("size_bytes")
             totals += FileTotals(
                 files=table.num_rows,
@@ -119,9 +116,7 @@ class ManifestFiles(Mapping[str, DataFile]):
         added a file, from projected columns, no entry decoded."""
         found: dict[str, PartitionTotals] = {}
         for index in range(len(self._manifests)):
-            table = self._tables.get(index)
-            if table is None:
-                table = pq.read_table(pa.BufferReader(self._contents[index]), columns=list(_GROUPED))
+            table = self._columns(index, _GROUPED)
             sizes = table.column("size_bytes")
             flags = pa.table(
                 {
@@ -203,6 +198,13 @@ class ManifestFiles(Mapping[str, DataFile]):
                 self._tables[index] = table
             return table
 
+    def _columns(self, index: int, names: Sequence[str]) -> pa.Table:
+        """Some columns of one manifest: from its decoded table when kept, else read alone (not kept)."""
+        table = self._tables.get(index)
+        if table is not None:
+            return table.select(list(names))
+        return pq.read_table(pa.BufferReader(self._contents[index]), columns=list(names))
+
     def _decode(self, entries: pa.Table) -> list[DataFile]:
         self.decoded += entries.num_rows
         return list(manifests.data_files(entries))
@@ -213,15 +215,16 @@ class ManifestFiles(Mapping[str, DataFile]):
         if table is not None:
             return pa.concat_tables([table.slice(first, count) for first, count in ranges])
         reader = pq.ParquetFile(pa.BufferReader(self._contents[index]))
-        starts, start = [], 0
+        spans, start = [], 0  # each row group's first row and the row after its last
         for group in range(reader.metadata.num_row_groups):
-            starts.append(start)
-            start += reader.metadata.row_group(group).num_rows
+            end = start + reader.metadata.row_group(group).num_rows
+            spans.append((start, end))
+            start = end
         parts = []
         for first, count in ranges:
-            groups = [g for g, s in enumerate(starts) if s < first + count and s + _rows_in(reader, g) > first]
+            groups = [g for g, (begin, end) in enumerate(spans) if begin < first + count and end > first]
             read = reader.read_row_groups(groups, columns=manifests.ENTRY_SCHEMA.names)
-            parts.append(read.slice(first - starts[groups[0]], count))
+            parts.append(read.slice(first - spans[groups[0]][0], count))
         return pa.concat_tables(parts).cast(manifests.ENTRY_SCHEMA)
 
 
@@ -232,14 +235,6 @@ _GROUPED = ("partition", *_TOTALLED, "added_version")
 def _sum(values: pa.ChunkedArray) -> int:
     total = pc.sum(values.cast(pa.int64()) if values.type == pa.bool_() else values).as_py()
     return int(total or 0)
-
-
-def _read(content: bytes, columns: Sequence[str]) -> pa.Table:
-    return pq.read_table(pa.BufferReader(content), columns=list(columns))
-
-
-def _rows_in(reader: pq.ParquetFile, group: int) -> int:
-    return int(reader.metadata.row_group(group).num_rows)
 
 
 __all__ = ["ManifestFiles"]

@@ -17,7 +17,6 @@ from typing import Any
 from acidtables.core.expressions import ColumnBounds, Expr, might_match, restrict_to_columns
 from acidtables.core.log.file_set import FileSet
 from acidtables.core.log.file_totals import FileTotals, PartitionTotals
-from acidtables.core.log.manifests import partition_key
 from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
 
 
@@ -30,7 +29,7 @@ class Snapshot:
     #: wall-clock µs of the commit that made this version
     committed_at: int
     protocol: Protocol
-    files_by_path: Mapping[str, DataFile] = field(repr=False)
+    files_by_path: FileSet = field(repr=False)
     #: idempotent writers: application id -> (version written, ID version that wrote it)
     app_ids: Mapping[str, tuple[int, int]] = field(default_factory=dict, repr=False)
 
@@ -50,21 +49,12 @@ class Snapshot:
     def totals(self, small_file_bytes: int = 0) -> FileTotals:
         """Files, small files (under `small_file_bytes`), change files, bytes and live rows: from a
         checkpoint's manifests without decoding their entries."""
-        files = self.files_by_path
-        if isinstance(files, FileSet):
-            return files.totals(small_file_bytes)
-        return FileTotals.of(files.values(), small_file_bytes)
+        return self.files_by_path.totals(small_file_bytes)
 
     def partition_totals(self, small_file_bytes: int = 0) -> list[tuple[dict[str, Any], PartitionTotals]]:
         """Per partition, in a stable order: its values, totals and newest adding version. From a
         checkpoint's manifests without decoding the entries of partitions unchanged since."""
-        files = self.files_by_path
-        by_key = files.partition_totals(small_file_bytes) if isinstance(files, FileSet) else None
-        if by_key is None:
-            groups: dict[str, list[DataFile]] = {}
-            for f in files.values():
-                groups.setdefault(partition_key(f.partition), []).append(f)
-            by_key = {key: PartitionTotals.of(members, small_file_bytes) for key, members in groups.items()}
+        by_key = self.files_by_path.partition_totals(small_file_bytes)
         found = [(json.loads(key), totals) for key, totals in by_key.items()]
         return sorted(found, key=lambda item: repr(tuple(sorted(item[0].items()))))
 
@@ -77,11 +67,7 @@ class Snapshot:
     def find(self, paths: Iterable[str]) -> dict[str, DataFile]:
         """The live entries of those of `paths` that are live, looked up as one batch: a snapshot read from
         a checkpoint's manifests answers a batch in one pass over them, a single lookup in one too."""
-        wanted = list(paths)
-        files = self.files_by_path
-        if isinstance(files, FileSet):
-            return files.find(wanted)
-        return {p: files[p] for p in wanted if p in files}
+        return self.files_by_path.find(list(paths))
 
     def prune(self, predicate: Expr | None, *, partitions_only: bool = False) -> list[DataFile]:
         """Files that might hold rows matching `predicate` (partition values, then min/max statistics),
@@ -94,12 +80,7 @@ class Snapshot:
         def keep(partition: Mapping[str, Any]) -> bool:
             return might_match(narrowed, {k: ColumnBounds.exact(v) for k, v in partition.items()})
 
-        files = self.files_by_path
-        candidates = (
-            files.in_partitions(keep)
-            if isinstance(files, FileSet)
-            else [f for f in files.values() if keep(f.partition)]
-        )
+        candidates = self.files_by_path.in_partitions(keep)
         if not partitions_only:
             candidates = [f for f in candidates if might_match(predicate, f.bounds())]
         return sorted(candidates, key=lambda f: (f.added_version or 0, f.path))
@@ -121,18 +102,18 @@ class Snapshot:
         }
 
     @staticmethod
-    def from_json(data: Mapping[str, Any], files: Mapping[str, DataFile] | None = None) -> Snapshot:
+    def from_json(data: Mapping[str, Any], files: FileSet | None = None) -> Snapshot:
         """The snapshot `to_json` wrote; or, given `files`, the one whose header `header_json` wrote."""
         if files is None:
             parsed = (DataFile.from_json(raw, raw.get("added_version")) for raw in data["files"])
-            files = {f.path: f for f in parsed}
+            files = FileSet({f.path: f for f in parsed})
         return Snapshot(
             metadata=TableMetadata.from_json(data["metadata"]),
             version=int(data["version"]),
             time_version=data.get("time_version"),
             committed_at=int(data.get("committed_at", 0)),
             protocol=Protocol.from_json(data["protocol"]),
-            files_by_path=_file_set(files),
+            files_by_path=files,
             app_ids={k: (int(v[0]), int(v[1])) for k, v in (data.get("app_ids") or {}).items()},
         )
 
@@ -146,7 +127,7 @@ class SnapshotBuilder:
         self.time_version = base.time_version if base else None
         self.committed_at = base.committed_at if base else 0
         self.protocol = base.protocol if base else Protocol()
-        self.files = _file_set(base.files_by_path) if base else FileSet()
+        self.files = base.files_by_path if base else FileSet()
         self.app_ids: dict[str, tuple[int, int]] = dict(base.app_ids) if base else {}
 
     def apply(self, record: CommitRecord) -> None:
@@ -196,8 +177,3 @@ class SnapshotBuilder:
             files_by_path=self.files,
             app_ids=app_ids,
         )
-
-
-def _file_set(files: Mapping[str, DataFile]) -> FileSet:
-    """A snapshot's files as a FileSet (a snapshot made by hand may hold a plain mapping)."""
-    return files if isinstance(files, FileSet) else FileSet(dict(files))

@@ -341,3 +341,23 @@ def test_a_process_that_commits_many_files_asks_for_checkpoints_sooner(catalog: 
             commit_into(table, "a", "b", "c")  # 3 adds each: due at the 2nd, 4th commit (6 >= 5)
         assert busy.services.flush()
         assert [v for v, _ in busy.services.coordinator.checkpoints(table.table_id)] == [2, 4]
+
+
+def test_a_drop_with_data_deletes_the_tables_manifests_and_no_other_tables(writer: Catalog) -> None:
+    """Manifests live in the table's own location: a drop with data removes them with its checkpoints,
+    and a neighbour's checkpoint, manifests and data files stay and still read."""
+    doomed = writer.create_table("sales.doomed", schema=SCHEMA, partition_by=["dt"])
+    neighbour = writer.create_table("sales.neighbour", schema=SCHEMA, partition_by=["dt"])
+    for i in range(4):
+        commit_into(doomed, f"d{i}")
+        commit_into(neighbour, f"d{i}")
+    assert writer.services.flush()
+    kept = sorted(p for p in Path(neighbour.location).rglob("*") if p.is_file())
+    assert any("/_acidtables/manifests/" in str(p) for p in kept)
+    assert list(Path(doomed.location, "_acidtables", "manifests").iterdir())
+    writer.drop_table("sales.doomed", delete_data=True)
+    assert not Path(doomed.location, "_acidtables", "manifests").exists()
+    assert not Path(doomed.location, "_acidtables", "checkpoints").exists()
+    assert sorted(p for p in Path(neighbour.location).rglob("*") if p.is_file()) == kept
+    with catalog_with(writer, checkpoint_interval=4) as reader:
+        assert reader.table("sales.neighbour").snapshot().to_json() == neighbour.snapshot().to_json()

@@ -5,7 +5,10 @@ readable table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -160,8 +163,10 @@ def assert_answers_lazily(got: Snapshot, expected: Snapshot, data: st.DataObject
     )
     in_base = sum(p.files for m in files.base.manifests for p in m.partitions if p.key in chosen)
     assert files.base.decoded == in_base, "only the chosen partitions' entries were decoded"
-    asked = data.draw(st.lists(st.sampled_from([*sorted(want), "data/none.parquet"]), max_size=6), label="paths")
-    assert files.find(asked) == {p: want[p] for p in asked if p in want}
+    # the first lookup scans the manifests' paths, the second builds an index, the third uses it
+    for lookup in ("scan", "index", "indexed"):
+        asked = data.draw(st.lists(st.sampled_from([*sorted(want), "data/none.parquet"]), max_size=6), label=lookup)
+        assert files.find(asked) == {p: want[p] for p in asked if p in want}, lookup
     small = data.draw(st.integers(100, 131), label="small file bytes")
     assert got.totals(small) == FileTotals.of(want.values(), small)
     by_partition: dict[str, list[DataFile]] = {}
@@ -361,3 +366,102 @@ def test_a_drop_with_data_deletes_the_tables_manifests_and_no_other_tables(write
     assert sorted(p for p in Path(neighbour.location).rglob("*") if p.is_file()) == kept
     with catalog_with(writer, checkpoint_interval=4) as reader:
         assert reader.table("sales.neighbour").snapshot().to_json() == neighbour.snapshot().to_json()
+
+
+def _age(paths: list[Path], hours: float) -> None:
+    """Make files `hours` old: vacuum deletes metadata only once it is older than its retention."""
+    past = time.time() - hours * 3600
+    for path in paths:
+        os.utime(path, (past, past))
+
+
+def test_vacuum_deletes_the_checkpoints_and_manifests_no_retained_version_needs(
+    writer: Catalog, small_manifests: None
+) -> None:
+    """Checkpoints before the one the oldest retained version starts from, manifests no kept checkpoint
+    names (rewritten since, or left by a writer that died before registering its list) go, once old
+    enough; every retained version still reads the same, and fsck finds nothing."""
+    table = writer.create_table("sales.meta", schema=SCHEMA, partition_by=["dt"])
+    for version in range(1, 21):  # checkpoints at 4, 8, 12, 16 and 20, each rewriting touched buckets
+        commit_into(table, f"d{version % 6}", f"d{version % 3}")
+        if version % 4 == 0:
+            assert writer.services.flush()
+    storage = writer.services.storage(table.location)
+    leftover = [storage.manifest_file(21, 0, "died"), storage.checkpoint_file(21, "died")]
+    for path in leftover:
+        storage.write_exclusive(path, b"a writer died before registering this")
+    location = Path(table.location)
+    _age([p for p in (location / "_acidtables").rglob("*") if p.is_file()], hours=200)
+    young = storage.manifest_file(21, 0, "writing")  # a checkpoint being written right now
+    storage.write_exclusive(young, b"not yet listed")
+
+    assert table.expire(retain_versions=6, retain_duration="0h", force=True).oldest_version_kept == 15
+    retained = {v: table.snapshot(v).to_json() for v in range(15, 21)}
+    registered = dict(writer.services.coordinator.checkpoints(table.table_id))
+    kept = [registered[v] for v in (12, 16, 20)]  # 12: where a reader of version 15 starts
+    named = {m["path"] for path in kept for m in json.loads((location / path).read_bytes())["snapshot"]["manifests"]}
+    every = {str(p.relative_to(location)) for p in (location / "_acidtables").rglob("*") if p.is_file()}
+    manifest_files = {p for p in every if "/manifests/" in p}
+    expected = sorted({registered[4], registered[8], leftover[1], *(manifest_files - named - {young})})
+    assert leftover[0] in expected and len(expected) > 4
+
+    # a kept list that cannot be read: which manifests are named is unknown, so none goes
+    good = (location / kept[1]).read_bytes()
+    (location / kept[1]).write_bytes(b"{torn")
+    _age([location / kept[1]], hours=200)
+    unsure = table.vacuum(retain_duration="1h", force=True, dry_run=True)
+    assert sorted(unsure.metadata) == [p for p in expected if "/checkpoints/" in p]
+    (location / kept[1]).write_bytes(good)
+
+    plan = table.vacuum(retain_duration="1h", force=True, dry_run=True)
+    assert sorted(plan.metadata) == expected and all((location / p).exists() for p in expected)
+    report = table.vacuum(retain_duration="1h", force=True)
+    assert report.metadata == plan.metadata
+    assert not any((location / p).exists() for p in expected)
+    assert (location / young).exists() and all((location / p).exists() for p in (*kept, *named))
+    with catalog_with(writer, checkpoint_interval=4) as reader:
+        again = reader.table("sales.meta")
+        assert {v: again.snapshot(v).to_json() for v in retained} == retained
+        report_fsck = again.fsck()
+        assert report_fsck.ok, report_fsck
+    assert table.vacuum(retain_duration="1h", force=True).metadata == ()  # nothing more to delete
+
+
+def test_application_ids_are_copied_only_by_the_commits_that_record_one() -> None:
+    """A snapshot's application-id map is shared with the next version unless that commit records an
+    id (the file map's rule: a commit costs what it changes); an earlier snapshot never changes."""
+    builder = SnapshotBuilder()
+    builder.apply(record(0, [], []))  # records {"job": 0}
+    first = builder.peek()
+    quiet = dataclasses.replace(record(1, [entry(1, 0, 1, 0)], []), app_ids={})
+    builder.apply(quiet)
+    assert builder.peek().app_ids is first.app_ids
+    builder.apply(dataclasses.replace(record(2, [], []), app_ids={"other": 7}))
+    latest = builder.build()
+    assert dict(latest.app_ids) == {"job": (0, 0), "other": (7, 2)}
+    assert dict(first.app_ids) == {"job": (0, 0)}
+
+
+def test_a_first_lookup_scans_and_keeps_nothing_and_a_second_builds_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that looks paths up once (vacuum, a job's single commit, the operator) keeps no index
+    of a million paths; one that looks up again (a writer committing on) gets it. Both answer alike and
+    decode only the entries asked for."""
+    monkeypatch.setattr(manifests, "TARGET_ENTRIES", 8)
+    monkeypatch.setattr(manifests, "ROW_GROUP_ENTRIES", 4)  # rows spread over several row groups
+    storage = Storage(str(tmp_path))
+    added = [entry(p, p % 3, 1, p % 2) for p in range(40)]
+    snapshot = SnapshotBuilder().apply_all([record(0, [], [], str(tmp_path)), record(1, added, [])]).peek()
+    content = proven_checkpoint(storage.read(write_checkpoint(storage, snapshot, "t", None)), 1)
+    base = read_snapshot(storage, content).files_by_path.base
+    assert isinstance(base, ManifestFiles) and len(base.manifests) > 2
+    want = dict(snapshot.files_by_path)
+    asked = ["data/p39.parquet", "data/none.parquet", "data/p0.parquet", "data/p17.parquet"]
+    assert base.present(asked) == {"data/p39.parquet", "data/p0.parquet", "data/p17.parquet"}
+    assert base._index is None  # the scan kept nothing
+    assert base.find(asked) == {p: want[p] for p in asked if p in want}
+    assert base._index is not None and len(base._index) == 40
+    again = ["data/p5.parquet", "data/p6.parquet", "data/p7.parquet", "data/none.parquet"]
+    assert base.find(again) == {p: want[p] for p in again if p in want}
+    assert base.decoded == 6, "only the entries asked for were decoded"

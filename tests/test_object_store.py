@@ -4,6 +4,7 @@ on loopback): the same guarantees as on local disk, on `s3a://` locations."""
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -11,9 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
+from tests.helpers.tables import catalog_with
 
 from acidtables import Catalog, DataFile, Table, Transaction
+from acidtables.core import parse_predicate
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
+from acidtables.core.log import manifests
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.storage.storage import OWNER_MARKER, S3_ENDPOINT, STAT_LIMIT, Storage
 from acidtables.errors import InvalidArgumentError, LocationNotOwnedError, StorageUnavailableError
@@ -193,3 +197,31 @@ def test_repair_refuses_while_the_object_store_does_not_answer(
     monkeypatch.undo()
     report = table.repair()
     assert report.version == 3 and [f.path for f in report.removed] == [table.storage.absolute(victim)]
+
+
+def test_a_checkpoint_of_several_manifests_on_an_object_store_reads_back_cold(
+    s3_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Manifests are fetched side by side from an object store and proven each: a new catalog reads the
+    snapshot from them as the writer has it, and prunes to one partition's entries."""
+    monkeypatch.setattr(manifests, "TARGET_ENTRIES", 2)  # several buckets of a few partitions
+    writer = catalog_with(s3_catalog, checkpoint_interval=4)
+    try:
+        table = writer.create_table("sales.cp", schema=SCHEMA, partition_by=["dt"])
+        for i in range(4):
+            with table.begin("insert_into") as tx:
+                tx.add_files([stage(tx, name=f"part-{i}-{n}.parquet", dt=f"d{n}") for n in range(6)])
+                tx.commit()
+        assert writer.services.flush()
+        version, path = writer.services.coordinator.checkpoints(table.table_id)[-1]
+        listed = json.loads(Storage(table.location).read(path))["snapshot"]["manifests"]
+        assert version == 4 and len(listed) > 2
+        expected = table.snapshot().to_json()
+    finally:
+        writer.close()
+    with catalog_with(s3_catalog) as reader:
+        cold = reader.table("sales.cp").snapshot()
+        assert cold.to_json() == expected
+        assert sorted(f.path for f in cold.prune(parse_predicate("dt = 'd3'", cold.metadata.column_types))) == sorted(
+            f["path"] for f in expected["files"] if f["partition"] == {"dt": "d3"}
+        )

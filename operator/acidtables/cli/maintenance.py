@@ -63,6 +63,7 @@ class VacuumResult:
             "bytes_deleted": r.bytes_deleted,
             "paths": list(r.paths),
             "failed": list(r.failed),
+            "metadata_paths": list(r.metadata),
         }
 
     def to_text(self) -> str:
@@ -70,6 +71,9 @@ class VacuumResult:
         verb = "would delete" if r.dry_run else "deleted"
         lines = [f"{self.name}: {verb} {r.files_deleted} files, {r.bytes_deleted} bytes", *r.paths]
         lines += [f"kept (could not delete, the next run tries again): {p}" for p in r.failed]
+        if r.metadata:
+            lines += [f"{self.name}: {verb} {len(r.metadata)} checkpoints and manifests no retained version needs"]
+            lines += list(r.metadata)
         return "\n".join(lines)
 
 

@@ -4,9 +4,10 @@
     df.write.format("acidtables").mode("append").save("sales.orders")
 
 Spark runs a Python data source's driver-side steps (planning the read, starting and committing the
-write) in separate Python workers, so nothing is shared between them in memory: the read plan carries
-the snapshot's file list, and the write carries (txn id, read version, head revision), from which the
-commit step resumes the transaction. Executors read and write Parquet with pyarrow (`arrow_files`, the
+write) in separate Python workers, so nothing is shared between them in memory: a read is planned in
+one worker (the snapshot pinned, the filters Spark pushes turned into partition and statistics pruning,
+the files listed into tasks), and the write carries (txn id, read version, head revision), from which
+the commit step resumes the transaction. Executors read and write Parquet with pyarrow (`arrow_files`, the
 same layout, partition spelling, file kinds and merge-on-read as SparkTable) and never talk to etcd.
 
 Settings are the ACIDTABLES_* environment that `Catalog.connect()` reads, and each can be given as an
@@ -15,8 +16,9 @@ option instead: drop the prefix, lower-case it, and write a dot for the first un
 development etcd. Every option is checked before anything runs (`source_options`): an unknown name, a
 value of the wrong type or range, or a read option on a write is refused naming it. Whole-table
 overwrite and append are the write modes; the write is a blind append (the data source cannot see what
-the DataFrame read). A read checks that every file of its snapshot exists while it is planned
-(DataFilesMissingError names them), before any executor opens one.
+the DataFrame read). A read checks that every file it will open exists while it is planned
+(DataFilesMissingError names them), before any executor opens one. `register` turns on Spark's
+`spark.sql.python.filterPushdown.enabled` for the session, which the pruning needs.
 
 SparkTable is the faster path for large jobs (Spark's native Parquet reader and writer); this source is
 for code that wants `format("acidtables")`.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import functools
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -37,6 +39,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -47,7 +50,9 @@ from acidtables.core import (
     Catalog,
     ConfigurationError,
     DataFile,
+    Expr,
     Settings,
+    Snapshot,
     Storage,
     TableMetadata,
     Transaction,
@@ -55,11 +60,13 @@ from acidtables.core import (
 )
 
 from .arrow_files import read_rows, write_rows
+from .pushed_filters import pushed_predicate
 from .schema import check_schema, read_struct
 from .source_options import SourceOptions, parse_options
 from .writes import replace_all
 
 FORMAT = "acidtables"
+FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 _registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
@@ -71,6 +78,9 @@ def register(spark: SparkSession) -> None:
     Once per session: Spark logs a warning each time a data source name is registered again."""
     if spark in _registered:
         return
+    # the reader prunes by the filters Spark pushes (AcidTablesReader.pushFilters), which Spark asks for
+    # with this setting on; off, it refuses a reader that takes filters rather than ignore them
+    spark.conf.set(FILTER_PUSHDOWN, "true")
     spark.dataSource.register(AcidTablesDataSource)
     _registered.add(spark)
 
@@ -127,10 +137,7 @@ class AcidTablesDataSource(DataSource):
         with catalog_from_options(options) as catalog:
             table = catalog.table(options.table)
             snapshot = table.snapshot(version=options.version_as_of, timestamp=options.timestamp_as_of)
-            # planned here, on the driver: a vanished file fails the read now, naming itself, not in a task
-            check_files_exist(table.storage, snapshot.files, table=table.name, version=snapshot.version)
-            files = [{**f.to_json(), "added_version": f.added_version} for f in snapshot.files]
-            return AcidTablesReader(snapshot.metadata.to_json(), files)
+            return AcidTablesReader(snapshot, table.storage)
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
@@ -167,20 +174,42 @@ class _Files(InputPartition):
 
 
 class AcidTablesReader(DataSourceReader):
-    def __init__(self, metadata: dict[str, Any], files: list[dict[str, Any]]) -> None:
-        self.metadata = metadata
-        self.files = files
+    """A read of one pinned snapshot. Spark plans it in the worker that made it: `pushFilters` (when
+    the query has filters) and then `partitions` run there with the snapshot in memory, so a read of
+    one partition decodes only that partition's entries and proves only its files exist. The reader
+    then travels to the executors with the table's metadata only; each task's files travel in its
+    partition."""
+
+    def __init__(self, snapshot: Snapshot, storage: Storage) -> None:
+        self.metadata = snapshot.metadata.to_json()
+        self._snapshot: Snapshot | None = snapshot
+        self._storage: Storage | None = storage
+        self._predicate: Expr | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_snapshot": None, "_storage": None}
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self._predicate = pushed_predicate(filters, TableMetadata.from_json(self.metadata))
+        return filters  # Spark still evaluates every filter: the predicate only leaves files unopened
 
     @user_facing
     def partitions(self) -> Sequence[InputPartition]:
-        meta = TableMetadata.from_json(self.metadata)
-        if not self.files:
+        snapshot, storage = self._snapshot, self._storage
+        if snapshot is None or storage is None:
+            raise AcidTablesError("acidtables: a read was planned outside the Python worker that pinned its snapshot")
+        meta = snapshot.metadata
+        files = snapshot.prune(self._predicate)
+        # planned here, on the driver: a vanished file fails the read now, naming itself, not in a task
+        check_files_exist(storage, files, table=meta.name, version=snapshot.version)
+        entries = [{**f.to_json(), "added_version": f.added_version} for f in files]
+        if not entries:
             return [_Files([])]
         if not meta.primary_key:
-            return [_Files([f]) for f in self.files]
+            return [_Files([f]) for f in entries]
         # merge-on-read needs every file of a table partition in one reader task
         groups: dict[str, list[dict[str, Any]]] = {}
-        for f in self.files:
+        for f in entries:
             groups.setdefault(repr(sorted(f["partition"].items())), []).append(f)
         return [_Files(g) for g in groups.values()]
 

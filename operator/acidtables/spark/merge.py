@@ -12,7 +12,7 @@ target partition reads the whole table, which is why seed 003/004 recommend nami
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, overload
 
@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from acidtables.core import Column as Column_
 from acidtables.core import (
     CommitInfo,
+    DataFile,
     FileKind,
     InvalidArgumentError,
     Table,
@@ -215,8 +216,8 @@ def _run(merge: MergeBuilder) -> Prepared:
         if evolved:
             tx.update_metadata(add_columns=evolved, method="merge")
         expr = parse_target_predicate(merge.condition, meta.column_types, TARGET)
-        # primary-key tables prune by partition only: see modify._merge_on_read
-        files = tx.snapshot.prune(expr, partitions_only=bool(meta.primary_key))
+        # a primary-key table prunes by partition and key only (Snapshot.prune)
+        files = tx.snapshot.prune(expr)
         tx.record_read(predicate=expr, files=files, whole_table=expr is None)
         target = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version, keep_helpers=True)
         target = target.withColumn(_T_MARK, F.lit(True))
@@ -232,12 +233,15 @@ def _run(merge: MergeBuilder) -> Prepared:
             action = F.when(matched & holds(clause.condition), F.lit(f"m{i}")).otherwise(action)
         joined = joined.withColumn(_ACTION, action).cache()
         try:
-            return _stage(merge, tx, joined, matched)
+            return _stage(merge, tx, joined, matched, files)
         finally:
             joined.unpersist()
 
 
-def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Column) -> Prepared:
+def _stage(
+    merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Column, target_files: Sequence[DataFile]
+) -> Prepared:
+    """`target_files`: the files the target read; every row the join touched comes from one of them."""
     read_columns = set(tx.metadata.column_names)
     meta = tx.target_metadata  # the read columns plus any merge_schema added
     if merge.matched:
@@ -282,7 +286,7 @@ def _stage(merge: MergeBuilder, tx: Transaction, joined: DataFrame, matched: Col
         if out is not None:
             tx.add_files(write_staged(out.withColumn(SEQ_COLUMN, F.lit(None).cast("long")), tx, kind=FileKind.CHANGES))
         return Prepared(tx, summary)
-    snapshot_files = files_by_key(tx.storage, tx.snapshot.files)
+    snapshot_files = files_by_key(tx.storage, target_files)
     if meta.row_level_concurrency:
         positions: dict[str, set[int]] = defaultdict(set)
         for r in touched_rows.select(f"{TARGET}.{FILE}", f"{TARGET}.{ROW}").collect():

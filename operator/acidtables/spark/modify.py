@@ -112,10 +112,10 @@ def _merge_on_read(
     spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
 ) -> dict[str, int]:
     """Keyed delta records. The newest version of a row may sit in a file whose statistics do not match
-    the condition, so files are pruned by partition only before merging."""
+    the condition, so files are pruned by partition and key only before merging (Snapshot.prune)."""
     meta, storage = tx.metadata, tx.storage
     expr = tx.parse(condition)
-    files = tx.snapshot.prune(expr, partitions_only=True)
+    files = tx.snapshot.prune(expr)
     tx.record_read(predicate=expr, files=files, whole_table=expr is None)
     live = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version).filter(holds(condition))
     if assignments is None:

@@ -91,7 +91,9 @@ def _scan_reads(scan: Any, tx: Transaction) -> SourceReads | None:
     filters = [_predicate_text(f.sql()) for f in (*_iterate(scan.partitionFilters()), *_iterate(scan.dataFilters()))]
     predicate = parse_predicate(" AND ".join(filters), meta.column_types) if filters else None
     listed = {unquote(without_file_scheme(str(p))) for p in scan.relation().location().inputFiles()}
-    live = [f for f in tx.snapshot.files if file_key(tx.storage, f) in listed]
+    # looked up by path, so a scan of one partition never lists the whole table
+    found = tx.snapshot.find(tx.storage.relative(key) for key in listed)
+    live = [f for f in found.values() if file_key(tx.storage, f) in listed]
     as_of = _snapshot_read(scan, tx)
     # files of an older snapshot that are gone at the transaction's version: read all the same (a commit
     # in between removed them, and rule 5 must see that the job read them)
@@ -145,8 +147,7 @@ def find_source_reads(df: DataFrame, tx: Transaction) -> SourceReads:
                 found.as_of = reads.as_of if found.as_of is None else min(found.as_of, reads.as_of)
     for leaf in _leaves(execution.optimizedPlan()):
         if leaf.getClass().getSimpleName() == _DATA_SOURCE_SCAN and _names_table(leaf.relation(), tx):
-            found.whole_table = True
-            found.files += list(tx.snapshot.files)
+            found.whole_table = True  # a whole-table read records no files (Transaction.record_read)
     return found
 
 

@@ -280,9 +280,14 @@ class Transaction:
             predicate = parsed
         if predicate is not None:
             self._reads.predicates.append(predicate)
+        self._reads.whole_table = self._reads.whole_table or whole_table
+        if self._reads.whole_table:
+            # A read of the whole table conflicts with any removal (rule 5) and scopes the whole table, so
+            # the files it read add nothing; at a million files they would fill the commit record.
+            self._reads.files.clear()
+            return
         for f in files:
             self._reads.files[self._storage.relative(f.path if isinstance(f, DataFile) else str(f))] = None
-        self._reads.whole_table = self._reads.whole_table or whole_table
 
     def set_scope(
         self, partitions: Sequence[Mapping[str, Literal]] | None, predicate: str | Expr | None = None

@@ -7,7 +7,7 @@ turns the common subset of SQL predicates users write into a tree (None for anyt
 """
 
 from acidtables.core.expressions.bounds import ColumnBounds, might_match
-from acidtables.core.expressions.sql import parse_predicate, parse_target_predicate, split_conjuncts
+from acidtables.core.expressions.sql import literal_fits, parse_predicate, parse_target_predicate, split_conjuncts
 from acidtables.core.expressions.tree import (
     TRUE,
     And,
@@ -39,6 +39,7 @@ __all__ = [
     "Or",
     "expr_from_json",
     "in_partitions",
+    "literal_fits",
     "might_match",
     "negate",
     "parse_predicate",

@@ -66,7 +66,7 @@ _TEXT_TYPES = frozenset(("STRING", "CHAR", "VARCHAR"))
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def _fits(type_name: str | None, value: Literal, typed: str | None) -> bool:
+def literal_fits(type_name: str | None, value: Literal, typed: str | None) -> bool:
     """Whether comparing `value` with a column's stored values in Python gives Spark's answer.
 
     Spark casts one side to the other's type (`day = '2026-11-1'` is true for 2026-11-01, and a STRING
@@ -164,7 +164,7 @@ class _Parser:
     def value_for(self, column: str, literal: tuple[Literal, str | None]) -> Literal:
         """The literal's value, where comparing it with `column` in Python is what Spark does."""
         value, typed = literal
-        if not _fits(self.type_of(column), value, typed):
+        if not literal_fits(self.type_of(column), value, typed):
             raise _Unsupported(f"{value!r} against {column}")
         return value
 

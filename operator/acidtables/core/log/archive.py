@@ -221,11 +221,22 @@ class Archive:
 
     def all_checkpoints(self) -> list[tuple[int, str]]:
         """(version, path) of every checkpoint any readable segment lists."""
+        return self._checkpoints()[0]
+
+    def every_checkpoint(self) -> list[tuple[int, str]] | None:
+        """(version, path) of every checkpoint the segments list, or None when one cannot be read (what
+        it lists is unknown: a caller deciding what nothing names must not guess)."""
+        found, complete = self._checkpoints()
+        return found if complete else None
+
+    def _checkpoints(self) -> tuple[list[tuple[int, str]], bool]:
         found: set[tuple[int, str]] = set()
+        complete = True
         for ref in self._segments(refresh=True):
             segment = self._load(ref)
+            complete = complete and segment is not None
             found.update(segment.checkpoints if segment else ())
-        return sorted(found)
+        return sorted(found), complete
 
     def entries(self, after: int, upto: int) -> list[dict[str, Any]]:
         """The archived log entries after < version <= upto, oldest first; CorruptMetadataError naming

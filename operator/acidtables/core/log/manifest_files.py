@@ -17,6 +17,7 @@ Entries become `DataFile`s only when a caller takes them. Immutable, like the ch
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -41,6 +42,8 @@ class ManifestFiles(Mapping[str, DataFile]):
         self._tables: dict[int, pa.Table] = {}
         self._all: dict[str, DataFile] | None = None
         self._index: dict[str, tuple[int, int]] | None = None
+        #: a lookup has scanned the path columns once: the next builds the index
+        self._scanned = False
         #: decodes happen once however many threads ask (reentrant: `everything` decodes manifests)
         self._lock = threading.RLock()
         #: entries decoded into DataFiles so far: what readers paid (tests and benchmarks read it)
@@ -56,21 +59,15 @@ class ManifestFiles(Mapping[str, DataFile]):
         return self._count
 
     def find(self, paths: Collection[str]) -> dict[str, DataFile]:
-        """The entries of those of `paths` that are here, decoding only them (and, the first time, every
-        manifest's path column into an index that later lookups reuse)."""
+        """The entries of those of `paths` that are here, decoding only them (see `_rows_of` for how
+        they are located)."""
         if not paths:
             return {}
         if self._all is not None:
             return {p: self._all[p] for p in paths if p in self._all}
-        index = self._path_index()
-        rows: dict[int, list[int]] = {}
-        for path in set(paths):
-            at = index.get(path)
-            if at is not None:
-                rows.setdefault(at[0], []).append(at[1])
         found: dict[str, DataFile] = {}
-        for number, taken in rows.items():
-            found.update((f.path, f) for f in self._decode(self._table(number).take(sorted(taken))))
+        for number, taken in self._rows_of(paths).items():
+            found.update((f.path, f) for f in self._decode(self._take(number, taken)))
         return found
 
     def present(self, paths: Collection[str]) -> set[str]:
@@ -79,20 +76,44 @@ class ManifestFiles(Mapping[str, DataFile]):
             return set()
         if self._all is not None:
             return {p for p in paths if p in self._all}
+        rows = self._rows_of(paths)
+        if self._index is not None:  # built by this lookup or an earlier one
+            return {p for p in paths if p in self._index}
+        return {path for number, taken in rows.items() for path in self._paths(number).take(taken).to_pylist()}
+
+    def _rows_of(self, paths: Collection[str]) -> dict[int, list[int]]:
+        """manifest -> the sorted rows holding `paths`. The first lookup scans the path columns, keeping
+        nothing: a process that looks paths up once (vacuum, a job's one commit, the operator) pays a
+        pass and no memory. A second one builds an index of every path, which later lookups reuse: a
+        process that commits again and again (a streaming writer) then pays what it asks, not a pass
+        over the table (a few tenths of a second and about 150 MB at a million files)."""
+        rows: dict[int, list[int]] = {}
+        if self._index is None and not self._scanned:
+            self._scanned = True
+            wanted = pa.array(sorted(set(paths)), pa.string())
+            for number in range(len(self._manifests)):
+                hits = pc.indices_nonzero(pc.is_in(self._paths(number), value_set=wanted)).to_pylist()
+                if hits:
+                    rows[number] = hits
+            return rows
         index = self._path_index()
-        return {p for p in paths if p in index}
+        for path in set(paths):
+            at = index.get(path)
+            if at is not None:
+                rows.setdefault(at[0], []).append(at[1])
+        return {number: sorted(taken) for number, taken in rows.items()}
+
+    def _paths(self, number: int) -> pa.ChunkedArray:
+        return self._columns(number, ("path",)).column("path")
 
     def _path_index(self) -> Mapping[str, tuple[int, int]]:
-        """path -> (manifest, row), built once from the path columns alone: a commit's lookups then cost
-        what they ask, not a pass over the table (a few tenths of a second and about 150 MB at a million
-        files, paid by a process that looks paths up, never by a reader of partitions)."""
+        """path -> (manifest, row), built once from the path columns alone."""
         if self._index is None:
             with self._lock:
                 if self._index is None:
                     index: dict[str, tuple[int, int]] = {}
                     for number in range(len(self._manifests)):
-                        paths = self._columns(number, ("path",)).column("path").to_pylist()
-                        index.update((path, (number, row)) for row, path in enumerate(paths))
+                        index.update((path, (number, row)) for row, path in enumerate(self._paths(number).to_pylist()))
                     self._index = index
         return self._index
 
@@ -209,23 +230,46 @@ class ManifestFiles(Mapping[str, DataFile]):
         self.decoded += entries.num_rows
         return list(manifests.data_files(entries))
 
+    def _take(self, index: int, rows: Sequence[int]) -> pa.Table:
+        """Some rows (sorted) of one manifest, from the row groups holding them (nothing kept)."""
+        table = self._tables.get(index)
+        if table is not None:
+            return table.take(rows)
+        reader = pq.ParquetFile(pa.BufferReader(self._contents[index]))
+        starts = [begin for begin, _ in _spans(reader)]
+        group_of = [bisect.bisect_right(starts, row) - 1 for row in rows]
+        groups = sorted(set(group_of))
+        read = reader.read_row_groups(groups, columns=manifests.ENTRY_SCHEMA.names)
+        offset, read_at = 0, {}  # where each group read starts within `read`
+        for group in groups:
+            read_at[group] = offset
+            offset += reader.metadata.row_group(group).num_rows
+        local = [read_at[group] + row - starts[group] for row, group in zip(rows, group_of, strict=True)]
+        return read.take(local).cast(manifests.ENTRY_SCHEMA)
+
     def _rows(self, index: int, ranges: Sequence[tuple[int, int]]) -> pa.Table:
         """The rows of `ranges` (first row, count) of one manifest, from the row groups holding them."""
         table = self._tables.get(index)
         if table is not None:
             return pa.concat_tables([table.slice(first, count) for first, count in ranges])
         reader = pq.ParquetFile(pa.BufferReader(self._contents[index]))
-        spans, start = [], 0  # each row group's first row and the row after its last
-        for group in range(reader.metadata.num_row_groups):
-            end = start + reader.metadata.row_group(group).num_rows
-            spans.append((start, end))
-            start = end
+        spans = _spans(reader)
         parts = []
         for first, count in ranges:
             groups = [g for g, (begin, end) in enumerate(spans) if begin < first + count and end > first]
             read = reader.read_row_groups(groups, columns=manifests.ENTRY_SCHEMA.names)
             parts.append(read.slice(first - spans[groups[0]][0], count))
         return pa.concat_tables(parts).cast(manifests.ENTRY_SCHEMA)
+
+
+def _spans(reader: pq.ParquetFile) -> list[tuple[int, int]]:
+    """Each row group's first row and the row after its last."""
+    spans, start = [], 0
+    for group in range(reader.metadata.num_row_groups):
+        end = start + reader.metadata.row_group(group).num_rows
+        spans.append((start, end))
+        start = end
+    return spans
 
 
 _TOTALLED = ("size_bytes", "kind", "rows", "hidden_rows")

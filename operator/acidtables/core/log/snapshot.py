@@ -59,10 +59,8 @@ class Snapshot:
         return sorted(found, key=lambda item: repr(tuple(sorted(item[0].items()))))
 
     def partitions(self) -> list[dict[str, Any]]:
-        seen: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for f in self.files_by_path.values():
-            seen.setdefault(tuple(sorted(f.partition.items())), dict(f.partition))
-        return [seen[k] for k in sorted(seen, key=repr)]
+        """The partitions holding a live file, in partition_totals' order (no entry decoded for them)."""
+        return [values for values, _ in self.partition_totals()]
 
     def find(self, paths: Iterable[str]) -> dict[str, DataFile]:
         """The live entries of those of `paths` that are live, looked up as one batch: a snapshot read from
@@ -72,17 +70,26 @@ class Snapshot:
     def prune(self, predicate: Expr | None, *, partitions_only: bool = False) -> list[DataFile]:
         """Files that might hold rows matching `predicate` (partition values, then min/max statistics),
         oldest first. Partitions are pruned before any file is looked at: from a checkpoint's manifests
-        only the matching partitions' entries are decoded."""
+        only the matching partitions' entries are decoded.
+
+        On a primary-key table only partition and key columns prune by statistics: a row's newest
+        version (an update, or a tombstone with its other columns null) may sit in a file whose other
+        columns' statistics miss the predicate, and leaving that file out would bring back the older
+        version. Every version of a key shares its key and partition values, so those prune soundly."""
         if predicate is None:
             return self.files
-        narrowed = restrict_to_columns(predicate, frozenset(self.metadata.partition_by))
+        meta = self.metadata
+        narrowed = restrict_to_columns(predicate, frozenset(meta.partition_by))
 
         def keep(partition: Mapping[str, Any]) -> bool:
             return might_match(narrowed, {k: ColumnBounds.exact(v) for k, v in partition.items()})
 
         candidates = self.files_by_path.in_partitions(keep)
         if not partitions_only:
-            candidates = [f for f in candidates if might_match(predicate, f.bounds())]
+            by_stats = predicate
+            if meta.primary_key:
+                by_stats = restrict_to_columns(predicate, frozenset((*meta.partition_by, *meta.primary_key)))
+            candidates = [f for f in candidates if might_match(by_stats, f.bounds())]
         return sorted(candidates, key=lambda f: (f.added_version or 0, f.path))
 
     def to_json(self) -> dict[str, Any]:
@@ -128,7 +135,9 @@ class SnapshotBuilder:
         self.committed_at = base.committed_at if base else 0
         self.protocol = base.protocol if base else Protocol()
         self.files = base.files_by_path if base else FileSet()
-        self.app_ids: dict[str, tuple[int, int]] = dict(base.app_ids) if base else {}
+        #: never changed in place, only replaced: a snapshot made from the builder shares it, and a
+        #: commit that records no application id (most) copies nothing
+        self.app_ids: Mapping[str, tuple[int, int]] = base.app_ids if base else {}
 
     def apply(self, record: CommitRecord) -> None:
         if record.version != self.version + 1:
@@ -144,8 +153,9 @@ class SnapshotBuilder:
             self.protocol = record.protocol
         if record.time_version is not None:
             self.time_version = record.time_version
-        for app_id, app_version in record.app_ids.items():
-            self.app_ids[app_id] = (app_version, record.version)
+        if record.app_ids:
+            updated = {app_id: (app_version, record.version) for app_id, app_version in record.app_ids.items()}
+            self.app_ids = {**self.app_ids, **updated}
         self.version = record.version
         self.committed_at = record.committed_at
 
@@ -155,17 +165,11 @@ class SnapshotBuilder:
         return self
 
     def peek(self) -> Snapshot:
-        """The snapshot so far; the builder can go on applying (a FileSet never changes once made)."""
-        return self._snapshot(dict(self.app_ids))
+        """The snapshot so far; the builder can go on applying (a FileSet never changes once made, and
+        the app-id map is replaced, never changed)."""
+        return self.build()
 
     def build(self) -> Snapshot:
-        """The snapshot, handing over the builder's app-id map instead of copying it; the builder cannot be
-        used afterwards."""
-        snapshot = self._snapshot(self.app_ids)
-        del self.app_ids  # a later apply() would change a snapshot someone holds
-        return snapshot
-
-    def _snapshot(self, app_ids: dict[str, tuple[int, int]]) -> Snapshot:
         if self.metadata is None:
             raise ValueError("no metadata: the log does not start with the table's creation")
         return Snapshot(
@@ -175,5 +179,5 @@ class SnapshotBuilder:
             committed_at=self.committed_at,
             protocol=self.protocol,
             files_by_path=self.files,
-            app_ids=app_ids,
+            app_ids=self.app_ids,
         )

@@ -30,6 +30,7 @@ from acidtables.core.log.operations import Operation
 from acidtables.core.log.records import CommitRecord
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import SnapshotBuilder
+from acidtables.core.maintenance.metadata_files import oldest_retained_checkpoint
 from acidtables.core.maintenance.retention import read_retention
 from acidtables.core.schema.file_schema import file_schema_problems
 from acidtables.core.storage.storage import Storage
@@ -138,7 +139,7 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
     # replay once: checkpoints compared on the way; the retained versions' files gathered
     retention, _ = read_retention(coordinator, table_id)
     builder = SnapshotBuilder()
-    wanted = _checkpoints(services, table_id, location, log, head_version, checkpoints)
+    wanted = _checkpoints(services, table_id, log, head_version, retention.oldest_version, checkpoints)
     needed: dict[str, int] = {}
     #: files whose entries a repair removed because they were gone
     repaired: set[str] = set()
@@ -226,9 +227,10 @@ def _check_inflight(services: Services, table_id: str, log: Any, inflight: FsckC
 
 
 def _checkpoints(
-    services: Services, table_id: str, location: str, log: Any, head_version: int, check: FsckCheck
+    services: Services, table_id: str, log: Any, head_version: int, floor: int, check: FsckCheck
 ) -> dict[int, list[str]]:
-    """version -> checkpoint paths registered anywhere: etcd's keys, the marker and the segments."""
+    """version -> checkpoint paths registered anywhere (etcd's keys, the marker and the segments) that a
+    reader of a version at or after `floor` may start from."""
     found: dict[int, list[str]] = {}
     for version, path in services.coordinator.checkpoints(table_id):
         found.setdefault(version, []).append(path)
@@ -239,7 +241,9 @@ def _checkpoints(
     for version in found:
         if version > head_version:
             check.fail(f"a checkpoint is registered at version {version}, after the head {head_version}")
-    return found
+    # checkpoints older than any retained version's starting point are vacuum's to delete
+    start = oldest_retained_checkpoint(found, floor)
+    return {version: paths for version, paths in found.items() if version >= start}
 
 
 def _compare_checkpoint(

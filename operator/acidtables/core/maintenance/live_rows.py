@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from acidtables.core.log.records import DataFile, FileKind, TableMetadata
+from acidtables.core.log.manifests import partition_key
+from acidtables.core.log.records import DataFile, TableMetadata
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.storage.storage import Storage
@@ -63,16 +64,16 @@ class LiveRowCounter:
         if not meta.primary_key:  # no merge on read: the files' totals, which need no entry decoded
             physical = snapshot.totals().live_rows
             return RowCounts(physical, physical)
-        files = list(snapshot.files_by_path.values())
-        physical = sum(f.live_rows for f in files)
+        # per-partition totals come from a checkpoint's columns; only partitions holding change files
+        # need their entries, and their key columns read
+        totals = snapshot.partition_totals()
+        physical = sum(t.totals.live_rows for _, t in totals)
+        merging = {partition_key(values) for values, t in totals if t.totals.change_files}
+        live = physical - sum(t.totals.live_rows for values, t in totals if partition_key(values) in merging)
         partitions: dict[tuple[tuple[str, Any], ...], list[DataFile]] = {}
-        for f in files:
+        for f in snapshot.files_by_path.in_partitions(lambda values: partition_key(values) in merging):
             partitions.setdefault(_partition_key(f), []).append(f)
-        live = 0
         for key, members in partitions.items():
-            if all(f.kind is not FileKind.CHANGES for f in members):
-                live += sum(f.live_rows for f in members)
-                continue
             cache_key = (meta.table_id, key)
             fingerprint = _fingerprint(members)
             known = self._known.get(cache_key)

@@ -23,6 +23,7 @@ from acidtables.core.errors import InvalidArgumentError, VersionExpiredError
 from acidtables.core.log.records import to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.tablelog import archive_log, oldest_registered_read
+from acidtables.core.maintenance.metadata_files import unreferenced_metadata
 from acidtables.core.storage.locations import check_owner
 from acidtables.core.storage.storage import DATA_DIR
 
@@ -177,6 +178,9 @@ class VacuumReport:
     paths: tuple[str, ...] = ()
     #: files the run could not delete (kept, named in the log); a later run tries them again
     failed: tuple[str, ...] = ()
+    #: the table's own checkpoints and manifests no retained version needs (core.maintenance.metadata_files),
+    #: deleted (or, dry run, to be deleted) beside the data files; relative to the table location
+    metadata: tuple[str, ...] = ()
 
 
 def vacuum(
@@ -210,16 +214,19 @@ def vacuum(
                 break  # it and everything after it left the table too recently: the next run judges them
             removed.update((f.path, f.size_bytes) for f in record.removes)
             judged_upto = record.version
-    # what any retained version reads: the snapshot at the floor and every file added after it
-    live = set(services.snapshots.load(table_id, location, floor).files_by_path) if removed else set()
+    # of those, what any retained version reads: the snapshot at the floor (looked up by path, so a
+    # table of a million files is not listed) and every file added after it
+    live: set[str] = set()
     if removed:
+        live.update(services.snapshots.load(table_id, location, floor).find(removed))
         for entry in log.read(floor, head):
-            live.update(f.path for f in services.decode_log_entry(location, entry).adds)
+            live.update(f.path for f in services.decode_log_entry(location, entry).adds if f.path in removed)
     doomed = sorted(
         p for p in removed if p not in live and "://" not in p and not p.startswith("/") and p.startswith(DATA_DIR)
     )
+    dead_metadata = unreferenced_metadata(storage, log, floor, name, older_than=cutoff / 1_000_000)
     if dry_run:
-        return VacuumReport(len(doomed), sum(removed[p] for p in doomed), True, tuple(doomed))
+        return VacuumReport(len(doomed), sum(removed[p] for p in doomed), True, tuple(doomed), (), tuple(dead_metadata))
     deleted: list[str] = []
     failed: list[str] = []
     for path in doomed:
@@ -230,6 +237,13 @@ def vacuum(
             logger.warning("%s: vacuum kept %s (%s); the next run tries again", name, path, exc)
             failed.append(path)
     freed = sum(removed[p] for p in deleted)
+    metadata_deleted: list[str] = []
+    for path in dead_metadata:
+        try:
+            storage.delete(path)
+            metadata_deleted.append(path)
+        except OSError as exc:
+            logger.warning("%s: vacuum kept %s (%s); the next run tries again", name, path, exc)
     if failed:  # judge them again next time: do not move past the first version that removed one
         judged_upto = retention.vacuumed_upto
     summary = {"at": services.clock(), "files_deleted": len(deleted), "bytes_deleted": freed}
@@ -238,9 +252,15 @@ def vacuum(
         table_id,
         lambda current: replace(current, vacuumed_upto=max(current.vacuumed_upto, judged_upto), last_vacuum=summary),
     )
-    if deleted:
-        logger.info("%s: vacuum deleted %d files (%d bytes)", name, len(deleted), freed)
-    return VacuumReport(len(deleted), freed, False, tuple(deleted), tuple(failed))
+    if deleted or metadata_deleted:
+        logger.info(
+            "%s: vacuum deleted %d files (%d bytes) and %d checkpoints and manifests",
+            name,
+            len(deleted),
+            freed,
+            len(metadata_deleted),
+        )
+    return VacuumReport(len(deleted), freed, False, tuple(deleted), tuple(failed), tuple(metadata_deleted))
 
 
 __all__ = ["ExpireReport", "Retention", "VacuumReport", "check_readable", "expire", "read_retention", "vacuum"]

@@ -196,6 +196,11 @@ class Storage:
         self._data_dir_checked = True  # once per Storage, not per write: nothing of ours replaces data/
         return f"{self.staging_dir(txn_id)}/{WRITE_PREFIX}{uuid.uuid4().hex[:16]}"
 
+    @property
+    def is_local(self) -> bool:
+        """A local file system (or file://), not an object store."""
+        return self._root is not None
+
     def data_root(self) -> str:
         """The directory every staged file lies under (the base path for a reader's partition discovery)."""
         return self.absolute(DATA_DIR)

@@ -14,6 +14,7 @@ from tests.helpers.tables import source_options
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
+from acidtables.spark.datasource import OPEN_COST_BYTES, TASK_BYTES, _packed
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
 options = source_options
@@ -163,8 +164,8 @@ def test_a_whole_table_overwrite_writes_base_files_of_a_keyed_table(spark: Spark
 def test_a_filtered_read_opens_and_proves_only_the_files_its_filters_can_match(
     spark: SparkSession, catalog: Catalog
 ) -> None:
-    """Spark's pushed filters prune partitions and statistics: one task per file it keeps, and a file
-    gone from another partition does not fail the read of this one (the whole read still fails)."""
+    """Spark's pushed filters prune partitions, then statistics: a file gone from what a read prunes
+    does not fail it, and one gone from what it keeps does, naming the file (before any task runs)."""
     catalog.create_table("ds.pruned", schema=SCHEMA, partition_by=["dt"])
     opts = options(catalog)
     for dt in ("a", "b", "c"):
@@ -176,23 +177,30 @@ def test_a_filtered_read_opens_and_proves_only_the_files_its_filters_can_match(
     def load() -> DataFrame:
         return spark.read.format("acidtables").options(**opts).load("ds.pruned")
 
-    assert load().rdd.getNumPartitions() == 4
-    assert load().where("dt = 'a'").rdd.getNumPartitions() == 2
-    assert load().where("dt IN ('b', 'c')").rdd.getNumPartitions() == 2
-    nothing = load().where("dt IN ('b', 'c') AND amount > 100")
-    assert nothing.rdd.getNumPartitions() == 1 and rows(nothing) == []  # one empty task
-    assert load().where("amount >= 500").rdd.getNumPartitions() == 1
-    assert rows(load().where("amount >= 500")) == [(3, "a", 500.0)]
-    either = load().where("dt = 'a' OR amount = 2")  # an OR is not pushed: every file, and Spark filters
-    assert either.rdd.getNumPartitions() == 4
-    assert rows(either) == [(1, "a", 1.0), (2, "a", 2.0), (2, "b", 2.0), (2, "c", 2.0), (3, "a", 500.0)]
+    everything = rows(load())
+    assert load().rdd.getNumPartitions() == 1  # tiny files share a task, as Spark packs its scans
     table = catalog.table("ds.pruned")
-    gone = next(f for f in table.snapshot().files if f.partition["dt"] == "b")
-    Path(table.storage.absolute(gone.path)).unlink()
-    assert rows(load().where("dt = 'c'")) == [(1, "c", 1.0), (2, "c", 2.0)]
-    with pytest.raises(Exception, match="DataFilesMissingError") as caught:
+    in_b = next(f for f in table.snapshot().files if f.partition["dt"] == "b")
+    small_a = next(f for f in table.snapshot().files if f.partition["dt"] == "a" and f.rows == 2)
+    for gone in (in_b, small_a):
+        Path(table.storage.absolute(gone.path)).unlink()
+
+    assert rows(load().where("dt = 'c'")) == [(1, "c", 1.0), (2, "c", 2.0)]  # partitions
+    assert rows(load().where("amount >= 500")) == [(3, "a", 500.0)]  # statistics
+    assert rows(load().where("dt IN ('b', 'c') AND amount > 100")) == []
+    assert rows(load().where("NOT (dt <=> 'a') AND NOT (dt <=> 'b')")) == [(1, "c", 1.0), (2, "c", 2.0)]
+    for where, gone in [
+        ("dt = 'b'", in_b),
+        ("dt IN ('b', 'c')", in_b),
+        ("amount < 100 AND dt = 'a'", small_a),
+        ("dt = 'c' OR amount = 2", in_b),  # an OR is not pushed: every file, and Spark filters
+    ]:
+        with pytest.raises(Exception, match="DataFilesMissingError") as caught:
+            load().where(where).collect()
+        assert gone.path in str(caught.value), where
+    with pytest.raises(Exception, match="DataFilesMissingError"):
         load().collect()
-    assert gone.path in str(caught.value)
+    assert len(everything) == 7
 
 
 def test_a_keyed_tables_filtered_read_through_the_data_source_keeps_the_newest_version(
@@ -207,3 +215,16 @@ def test_a_keyed_tables_filtered_read_through_the_data_source_keeps_the_newest_v
     load = spark.read.format("acidtables").options(**opts).load("ds.keyed")
     assert rows(load.where("amount = 1.0")) == [(2, "a", 1.0)]
     assert rows(load.where("id = 1")) == [(1, "a", 9.0)]
+
+
+def test_files_are_packed_into_tasks_as_spark_packs_its_scans() -> None:
+    """Up to 128 MB a task, each file counted with 4 MB more; a file larger than that has a task alone."""
+    mb = 1 << 20
+    sizes = [300 * mb, 100 * mb, 20 * mb, *([1024] * 40), 2 * mb]
+    entries = [{"path": f"f{i}", "size_bytes": size} for i, size in enumerate(sizes)]
+    tasks = _packed(entries)
+    assert [e for task in tasks for e in task] == entries  # every file once, in order
+    assert [len(t) for t in tasks] == [1, 2, 31, 10]  # 100 MB + 20 MB, then 31 tiny files (4 MB each)
+    for task in tasks:
+        assert len(task) == 1 or sum(e["size_bytes"] + OPEN_COST_BYTES for e in task) <= TASK_BYTES
+    assert _packed([]) == [[]]

@@ -206,7 +206,7 @@ class AcidTablesReader(DataSourceReader):
         if not entries:
             return [_Files([])]
         if not meta.primary_key:
-            return [_Files([f]) for f in entries]
+            return [_Files(task) for task in _packed(entries)]
         # merge-on-read needs every file of a table partition in one reader task
         groups: dict[str, list[dict[str, Any]]] = {}
         for f in entries:
@@ -220,6 +220,28 @@ class AcidTablesReader(DataSourceReader):
         meta = TableMetadata.from_json(self.metadata)
         files = [DataFile.from_json(f, f.get("added_version")) for f in raw]
         yield from read_rows(meta, Storage(meta.location), files).to_batches()
+
+
+#: as Spark packs files into a scan's tasks (spark.sql.files.maxPartitionBytes, openCostInBytes): a task
+#: per tiny file would spend more on starting tasks than on reading
+TASK_BYTES = 128 << 20
+OPEN_COST_BYTES = 4 << 20
+
+
+def _packed(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Files in tasks of up to TASK_BYTES, each file counted with OPEN_COST_BYTES more."""
+    tasks: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        cost = int(entry.get("size_bytes") or 0) + OPEN_COST_BYTES
+        if current and size + cost > TASK_BYTES:
+            tasks.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += cost
+    tasks.append(current)
+    return tasks
 
 
 # --- writing ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""`python -m bench [core|spark|operator|million] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
+"""`python -m bench [core|spark|operator|scale] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
 
-With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS); million
-(tables of many live files, issue 32) runs only when named: it grows a table for many minutes. Results go to
+With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS); scale
+(tables of many live files, issue 32) runs only when named: it grows tables for many minutes. Results go to
 bench/results/ (gitignored) as one JSON
 document per suite and run, with every sample; the tables on stdout are the summary. Progress lines go
 to stderr.
@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import core, million, operator, spark
+from . import core, operator, scale, spark
 
-SUITES = {"core": core, "spark": spark, "operator": operator, "million": million}
+SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale}
 #: what runs when no suite is named
 DEFAULT_SUITES = ("core", "spark", "operator")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS + million.BENCHMARKS,
+        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS + scale.BENCHMARKS,
         help="run only this benchmark (repeatable; a suite runs only if one of its benchmarks is named); default: all",
     )
     parser.add_argument(

@@ -295,6 +295,21 @@ def test_bare_local_before_the_command_uses_the_default_directory(
     assert _processes_mentioning(str(home)) == []
 
 
+@pytest.mark.parametrize("where", ["the file", "under the file"])
+def test_local_given_a_regular_file_says_it_is_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    regular = tmp_path / "notes.txt"
+    regular.write_text("mine")
+    path = regular if where == "the file" else regular / "home"
+
+    code, out, err = run(capsys, f"--local={path}", "tables")
+
+    assert code != 0 and out == ""
+    assert f"{path} is not a directory" in err and "unexpected" not in err.lower()
+    assert regular.read_text() == "mine"  # nothing lost
+
+
 def test_etcd_command_serves_until_sigterm(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACIDTABLES_")}

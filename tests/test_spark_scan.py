@@ -100,6 +100,25 @@ def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in df.select("id", "dt", "amount").collect())
 
 
+def test_a_read_of_many_local_files_lists_them_on_the_driver_and_leaves_the_session_as_it_was(
+    spark: SparkSession, catalog: Catalog
+) -> None:
+    """Past 32 paths Spark lists files in a job of its own; on local disk the read lists them on the
+    driver instead (no job runs while the DataFrame is made) and puts the session's threshold back."""
+    t = SparkTable(spark, catalog.create_table("shop.many", schema=SCHEMA, partition_by=["dt"]))
+    data = [(i, "d", float(i)) for i in range(60)]
+    for part in range(3):  # round-robin tasks leave some empty: three inserts of 20 tasks each
+        t.insert_into(spark.createDataFrame(data[part * 20 : part * 20 + 20], SCHEMA).repartition(20))
+    assert len(t.table.snapshot().files) > 32
+    threshold = spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold")
+    tracker = spark.sparkContext.statusTracker()
+    spark.sparkContext.setJobGroup("many-files-read", "a read of many files")
+    df = t.read(where="dt = 'd'")
+    assert tracker.getJobIdsForGroup("many-files-read") == []  # made without a listing job
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.threshold") == threshold
+    assert _rows(df) == data
+
+
 def test_a_plain_read_lets_spark_attach_the_verified_values(spark: SparkSession, catalog: Catalog) -> None:
     t = SparkTable(spark, catalog.create_table("shop.verified", schema=SCHEMA, partition_by=["dt"]))
     data = [(1, "a/b=c%d e", 1.0), (2, None, 2.0), (3, "ü ñ", 3.0), (4, "a+b", 4.0), (5, "2026-11-01", 5.0)]

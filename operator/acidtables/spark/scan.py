@@ -20,6 +20,7 @@ listing any directory:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from urllib.parse import unquote
 
@@ -171,6 +172,7 @@ def _reader(spark: SparkSession, meta: TableMetadata, version: int, latest: bool
 
 #: above this many paths Spark lists them in a Spark job of its own (InMemoryFileIndex)
 _PARALLEL_LISTING = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+_listing = threading.Lock()
 
 
 def _parquet(spark: SparkSession, storage: Storage, reader: DataFrameReader, paths: Sequence[str]) -> DataFrame:
@@ -178,14 +180,17 @@ def _parquet(spark: SparkSession, storage: Storage, reader: DataFrameReader, pat
     32 of them it runs a job to do it: 2.5 s for a thousand local files on this machine, where one stat
     each on the driver takes milliseconds (and every file was just proved to exist). So on a local file
     system the listing stays on the driver; an object store keeps Spark's parallel listing."""
-    threshold = int(spark.conf.get(_PARALLEL_LISTING) or 32)
-    if not storage.is_local or len(paths) <= threshold:
+    if not storage.is_local:
         return reader.parquet(*paths)
-    spark.conf.set(_PARALLEL_LISTING, str(len(paths)))
-    try:
-        return reader.parquet(*paths)
-    finally:
-        spark.conf.set(_PARALLEL_LISTING, str(threshold))
+    with _listing:  # two threads must not each restore the other's raised threshold
+        threshold = int(spark.conf.get(_PARALLEL_LISTING) or 32)
+        if len(paths) <= threshold:
+            return reader.parquet(*paths)
+        spark.conf.set(_PARALLEL_LISTING, str(len(paths)))
+        try:
+            return reader.parquet(*paths)
+        finally:
+            spark.conf.set(_PARALLEL_LISTING, str(threshold))
 
 
 def read_files(

@@ -142,9 +142,15 @@ class Catalog:
         from acidtables.core.coordination.embedded import EmbeddedEtcd
 
         root = Path(path) if path is not None else user_data_dir()
-        root.mkdir(parents=True, exist_ok=True)
-        warehouse = root / "warehouse"
-        warehouse.mkdir(exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            warehouse = root / "warehouse"
+            warehouse.mkdir(exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # the path, or a part of it, is a file
+            raise InvalidArgumentError(
+                f"Catalog.local(): {root} is not a directory; give a directory (created if missing) for the "
+                "embedded etcd and the warehouse"
+            ) from None
         marker = root / LOCAL_ETCD_MARKER
         owned = None
         endpoint = None

@@ -167,7 +167,12 @@ def test_a_compaction_job_creates_its_driver_pod_with_the_job_in_its_command(op:
     assert pod["metadata"]["labels"][JOB_LABEL] == "compact"
     assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     assert pod["spec"]["containers"][0]["image"] == "acidtables-test:1"
-    assert get(op, "compactionjobs", "compact")["status"]["phase"] == "Pending"
+    # the pod is created before the handler's status patch lands
+    op.eventually(
+        lambda: get(op, "compactionjobs", "compact").get("status", {}).get("phase") == "Pending",
+        "the job's phase Pending",
+        SECONDS,
+    )
     event_with(op, "compact", "Started")
 
 

@@ -356,7 +356,14 @@ def test_failed_executors_are_kept_on_the_job_and_lead_its_failure(op: KmockOper
     executor_pod(op, "compact-driver-1-exec-2", failed_executor("Error: Could not create the Java Virtual Machine."))
     op.eventually(lambda: get(op, "compactionjobs", "compact")["status"].get("executors", {}).get("failed") == 2,
                   "two executor failures counted", SECONDS)  # fmt: skip
-    assert len([e for e in events(op, "compact") if e.get("reason") == "ExecutorFailed"]) == 2  # once a pod
+    # kopf posts events on its own after the status patch: wait for the second, then one per pod
+    op.eventually(
+        lambda: len([e for e in events(op, "compact") if e.get("reason") == "ExecutorFailed"]) >= 2,
+        "an ExecutorFailed event for each pod",
+        SECONDS,
+    )
+    failed = [e["message"] for e in events(op, "compact") if e.get("reason") == "ExecutorFailed"]
+    assert len(failed) == 2 and sum("exec-1 " in m for m in failed) == sum("exec-2 " in m for m in failed) == 1
     stopped = "Py4JJavaError: An error occurred while calling o61: Cannot call methods on a stopped SparkContext"
     play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": stopped})
     job = with_condition(op, "compactionjobs", "compact", "Failed")

@@ -219,17 +219,10 @@ class Archive:
             self._bad.discard(ref.path)
         return self._load(ref)
 
-    def all_checkpoints(self) -> list[tuple[int, str]]:
-        """(version, path) of every checkpoint any readable segment lists."""
-        return self._checkpoints()[0]
-
-    def every_checkpoint(self) -> list[tuple[int, str]] | None:
-        """(version, path) of every checkpoint the segments list, or None when one cannot be read (what
-        it lists is unknown: a caller deciding what nothing names must not guess)."""
-        found, complete = self._checkpoints()
-        return found if complete else None
-
-    def _checkpoints(self) -> tuple[list[tuple[int, str]], bool]:
+    def all_checkpoints(self) -> tuple[list[tuple[int, str]], bool]:
+        """(version, path) of every checkpoint any readable segment lists, and whether every segment
+        could be read (if not, what the others list is unknown: a caller deciding what nothing names
+        must not guess)."""
         found: set[tuple[int, str]] = set()
         complete = True
         for ref in self._segments(refresh=True):

@@ -76,26 +76,37 @@ class ManifestFiles(Mapping[str, DataFile]):
             return set()
         if self._all is not None:
             return {p for p in paths if p in self._all}
-        rows = self._rows_of(paths)
-        if self._index is not None:  # built by this lookup or an earlier one
-            return {p for p in paths if p in self._index}
-        return {path for number, taken in rows.items() for path in self._paths(number).take(taken).to_pylist()}
+        if self._scan_first():
+            rows = self._scan(paths)
+            return {path for number, taken in rows.items() for path in self._paths(number).take(taken).to_pylist()}
+        index = self._path_index()
+        return {p for p in paths if p in index}
+
+    def _scan_first(self) -> bool:
+        """Whether this lookup scans the path columns. The first does, keeping nothing: a process that
+        looks paths up once (vacuum, a job's one commit, the operator) pays a pass and no memory. The
+        second builds an index of every path, which later lookups reuse: a process that commits again
+        and again (a streaming writer) then pays what it asks, not a pass over the table (a few tenths
+        of a second and about 150 MB at a million files)."""
+        first = self._index is None and not self._scanned
+        self._scanned = True
+        return first
+
+    def _scan(self, paths: Collection[str]) -> dict[int, list[int]]:
+        """manifest -> the rows holding `paths` (ascending), from the path columns, nothing kept."""
+        rows: dict[int, list[int]] = {}
+        wanted = pa.array(sorted(set(paths)), pa.string())
+        for number in range(len(self._manifests)):
+            hits = pc.indices_nonzero(pc.is_in(self._paths(number), value_set=wanted)).to_pylist()
+            if hits:
+                rows[number] = hits
+        return rows
 
     def _rows_of(self, paths: Collection[str]) -> dict[int, list[int]]:
-        """manifest -> the sorted rows holding `paths`. The first lookup scans the path columns, keeping
-        nothing: a process that looks paths up once (vacuum, a job's one commit, the operator) pays a
-        pass and no memory. A second one builds an index of every path, which later lookups reuse: a
-        process that commits again and again (a streaming writer) then pays what it asks, not a pass
-        over the table (a few tenths of a second and about 150 MB at a million files)."""
+        """manifest -> the sorted rows holding `paths`: scanned the first time, then from the index."""
+        if self._scan_first():
+            return self._scan(paths)
         rows: dict[int, list[int]] = {}
-        if self._index is None and not self._scanned:
-            self._scanned = True
-            wanted = pa.array(sorted(set(paths)), pa.string())
-            for number in range(len(self._manifests)):
-                hits = pc.indices_nonzero(pc.is_in(self._paths(number), value_set=wanted)).to_pylist()
-                if hits:
-                    rows[number] = hits
-            return rows
         index = self._path_index()
         for path in set(paths):
             at = index.get(path)

@@ -119,17 +119,15 @@ class TableLog:
         archived = self.archive.versions_between_times(start_us, min(end_us, marker.time_upto))
         return sorted({v: (t, v) for t, v in [*archived, *recent]}.values())
 
-    def registered_checkpoints(self) -> list[tuple[int, str]] | None:
+    def registered_checkpoints(self) -> tuple[list[tuple[int, str]], bool]:
         """(version, path) of every checkpoint registered anywhere (etcd, the archive marker, the
-        segments), oldest first; None when an archive segment cannot be read."""
-        archived = self.archive.every_checkpoint()
-        if archived is None:
-            return None
+        readable segments), oldest first, and whether every archive segment could be read."""
+        archived, complete = self.archive.all_checkpoints()
         marker = self.coordinator.archive_marker(self.table_id)
         found = {*self.coordinator.checkpoints(self.table_id), *archived}
         if marker.checkpoint:
             found.add(marker.checkpoint)
-        return sorted(found)
+        return sorted(found), complete
 
     def checkpoint_at_or_before(self, version: int, *, within: int) -> tuple[int, str] | None:
         """The newest checkpoint at or before `version`, wherever its registration is now."""

@@ -139,7 +139,7 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
     # replay once: checkpoints compared on the way; the retained versions' files gathered
     retention, _ = read_retention(coordinator, table_id)
     builder = SnapshotBuilder()
-    wanted = _checkpoints(services, table_id, log, head_version, retention.oldest_version, checkpoints)
+    wanted = _checkpoints(log, head_version, retention.oldest_version, checkpoints)
     needed: dict[str, int] = {}
     #: files whose entries a repair removed because they were gone
     repaired: set[str] = set()
@@ -226,18 +226,12 @@ def _check_inflight(services: Services, table_id: str, log: Any, inflight: FsckC
             inflight.fail(f"txn {txn_id} is registered in flight but committed version {committed}")
 
 
-def _checkpoints(
-    services: Services, table_id: str, log: Any, head_version: int, floor: int, check: FsckCheck
-) -> dict[int, list[str]]:
+def _checkpoints(log: Any, head_version: int, floor: int, check: FsckCheck) -> dict[int, list[str]]:
     """version -> checkpoint paths registered anywhere (etcd's keys, the marker and the segments) that a
     reader of a version at or after `floor` may start from."""
     found: dict[int, list[str]] = {}
-    for version, path in services.coordinator.checkpoints(table_id):
+    for version, path in log.registered_checkpoints()[0]:  # an unreadable segment is the archive check's
         found.setdefault(version, []).append(path)
-    marker = services.coordinator.archive_marker(table_id)
-    for version, path in [*log.archive.all_checkpoints(), *([marker.checkpoint] if marker.checkpoint else [])]:
-        if path not in found.get(version, []):
-            found.setdefault(version, []).append(path)
     for version in found:
         if version > head_version:
             check.fail(f"a checkpoint is registered at version {version}, after the head {head_version}")

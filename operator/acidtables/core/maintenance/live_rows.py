@@ -66,10 +66,10 @@ class LiveRowCounter:
             return RowCounts(physical, physical)
         # per-partition totals come from a checkpoint's columns; only partitions holding change files
         # need their entries, and their key columns read
-        totals = snapshot.partition_totals()
-        physical = sum(t.totals.live_rows for _, t in totals)
-        merging = {partition_key(values) for values, t in totals if t.totals.change_files}
-        live = physical - sum(t.totals.live_rows for values, t in totals if partition_key(values) in merging)
+        totals = snapshot.files_by_path.partition_totals()  # by each partition's canonical key
+        physical = sum(t.totals.live_rows for t in totals.values())
+        merging = {key for key, t in totals.items() if t.totals.change_files}
+        live = sum(t.totals.live_rows for key, t in totals.items() if key not in merging)
         partitions: dict[tuple[tuple[str, Any], ...], list[DataFile]] = {}
         for f in snapshot.files_by_path.in_partitions(lambda values: partition_key(values) in merging):
             partitions.setdefault(_partition_key(f), []).append(f)

@@ -37,8 +37,8 @@ def oldest_retained_checkpoint(versions: Iterable[int], floor: int) -> int:
 def unreferenced_metadata(storage: Storage, log: TableLog, floor: int, name: str, *, older_than: float) -> list[str]:
     """Checkpoint lists and manifests (relative paths) no reader of a retained version opens, last
     modified before `older_than` (seconds since the epoch)."""
-    registered = log.registered_checkpoints()
-    if registered is None:
+    registered, complete = log.registered_checkpoints()
+    if not complete:
         logger.warning("%s: an archive segment cannot be read, so vacuum keeps every checkpoint and manifest", name)
         return []
     start = oldest_retained_checkpoint((version for version, _ in registered), floor)

@@ -12,7 +12,7 @@ transaction's snapshot holds. History stays: `history()` and `changes()` still l
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -25,7 +25,7 @@ from acidtables.core.log.services import Services
 from acidtables.core.log.tablelog import archive_log, oldest_registered_read
 from acidtables.core.maintenance.metadata_files import unreferenced_metadata
 from acidtables.core.storage.locations import check_owner
-from acidtables.core.storage.storage import DATA_DIR
+from acidtables.core.storage.storage import DATA_DIR, Storage
 
 logger = logging.getLogger(__name__)
 
@@ -227,23 +227,9 @@ def vacuum(
     dead_metadata = unreferenced_metadata(storage, log, floor, name, older_than=cutoff / 1_000_000)
     if dry_run:
         return VacuumReport(len(doomed), sum(removed[p] for p in doomed), True, tuple(doomed), (), tuple(dead_metadata))
-    deleted: list[str] = []
-    failed: list[str] = []
-    for path in doomed:
-        try:
-            storage.delete(path)
-            deleted.append(path)
-        except OSError as exc:
-            logger.warning("%s: vacuum kept %s (%s); the next run tries again", name, path, exc)
-            failed.append(path)
+    deleted, failed = _delete_each(storage, doomed, name)
     freed = sum(removed[p] for p in deleted)
-    metadata_deleted: list[str] = []
-    for path in dead_metadata:
-        try:
-            storage.delete(path)
-            metadata_deleted.append(path)
-        except OSError as exc:
-            logger.warning("%s: vacuum kept %s (%s); the next run tries again", name, path, exc)
+    metadata_deleted, _ = _delete_each(storage, dead_metadata, name)
     if failed:  # judge them again next time: do not move past the first version that removed one
         judged_upto = retention.vacuumed_upto
     summary = {"at": services.clock(), "files_deleted": len(deleted), "bytes_deleted": freed}
@@ -261,6 +247,21 @@ def vacuum(
             len(metadata_deleted),
         )
     return VacuumReport(len(deleted), freed, False, tuple(deleted), tuple(failed), tuple(metadata_deleted))
+
+
+def _delete_each(storage: Storage, paths: Sequence[str], name: str) -> tuple[list[str], list[str]]:
+    """Delete `paths` one by one: (deleted, kept). One that cannot be deleted is kept and named in the
+    log; the next run tries it again."""
+    deleted: list[str] = []
+    kept: list[str] = []
+    for path in paths:
+        try:
+            storage.delete(path)
+            deleted.append(path)
+        except OSError as exc:
+            logger.warning("%s: vacuum kept %s (%s); the next run tries again", name, path, exc)
+            kept.append(path)
+    return deleted, kept
 
 
 __all__ = ["ExpireReport", "Retention", "VacuumReport", "check_readable", "expire", "read_retention", "vacuum"]

@@ -233,7 +233,9 @@ def spark_reads(settings: Settings, name: str) -> dict[str, float]:
         "etcd.prefix": settings.etcd.prefix,
         "warehouse": settings.warehouse,
     }
-    with spark_session() as spark:
+    # the status tracker answers from Spark's status store, which by default is written at most every
+    # 100 ms a stage: every event is written here, so the first task is seen when it starts
+    with spark_session({"spark.ui.liveUpdate.period": "0ms"}) as spark:
         for attempt in ("warm-up", "measured"):  # the first read pays the JVM's warm-up
             with Catalog(settings) as catalog:
                 table_read = _first_task(spark, lambda: SparkTable(spark, catalog.table(name)).read(where=where))

@@ -95,9 +95,10 @@ class Bench:
 
 
 @contextmanager
-def spark_session() -> Iterator[SparkSession]:
-    """The local session the library documents for small machines; stopped whatever happens."""
-    session = local_session("acidtables-bench")
+def spark_session(conf: dict[str, str] | None = None) -> Iterator[SparkSession]:
+    """The local session the library documents for small machines, with `conf`; stopped whatever
+    happens."""
+    session = local_session("acidtables-bench", conf=conf)
     try:
         yield session
     finally:

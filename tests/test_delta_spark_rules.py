@@ -65,12 +65,14 @@ def merge_delete(rows_: list[tuple[int, str, float]], condition: str = "t.id = s
     return job
 
 
-def outcome(t: SparkTable, earlier: Job, later: Job, error: type[Exception] | None) -> None:
-    exc, _ = run(t, earlier, later)
+def outcome(t: SparkTable, earlier: Job, later: Job, error: type[Exception] | None) -> int:
+    """Run E then L (spark_jobs.run) and check L's outcome; E's version."""
+    exc, won = run(t, earlier, later)
     if error is None:
         assert exc is None, f"L failed: {exc}"
     else:
         assert type(exc) is error, f"expected {error.__name__}, got {exc!r}"
+    return won
 
 
 # --- empty outputs ----------------------------------------------------------------------------------
@@ -141,15 +143,18 @@ def test_a_no_match_write_meets_a_concurrent_append_of_matching_rows(
     spark: SparkSession, catalog: Catalog, level: str, layout: str, kind: str
 ) -> None:
     """D-21: the no-match job read `id = 50` (in dt=a); E appends exactly such a row. Under Serializable
-    L fails; under WriteSerializable a blind append does not conflict (D-26) and the row stays."""
+    L changed nothing, so it adds no version (Delta's skipRecordingEmptyCommits) and nothing can fail
+    it: no version records its delete while holding E's row. Under WriteSerializable it commits an empty
+    version, which a blind append does not conflict with (D-26). The row stays either way."""
     dv, partitioned = LAYOUTS[layout]
     t = two_file_table(spark, catalog, level, dv=dv, partitioned=partitioned)
     where = "dt = 'a' AND id = 50"
     later = (
         merge_delete([(50, "a", 0.0)], "t.id = s.id AND t.dt = 'a'") if kind == "merge" else no_match_jobs(where)[kind]
     )
-    outcome(t, ins([(50, "a", 5.0)]), later, ConcurrentAppendException if level == SER else None)
+    won = outcome(t, ins([(50, "a", 5.0)]), later, None)
     assert (50, "a", 5.0) in rows(t)
+    assert t.table.version == (won if level == SER else won + 1)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -158,12 +163,13 @@ def test_a_no_match_write_ignores_an_append_its_predicate_cannot_see(
 ) -> None:
     """Serializable, so only the predicate decides: partition b (or, with RLC, id 60's statistics) is out
     of it. An unpartitioned table without RLC has no partition values to compare: any added file meets
-    the read (rule 4)."""
+    the read (rule 4). L deletes row 1, so it is judged (a job that changed nothing is not, at
+    Serializable)."""
     dv, partitioned = LAYOUTS[layout]
     t = two_file_table(spark, catalog, SER, dv=dv, partitioned=partitioned)
     appended = (60, "b", 6.0) if partitioned else (60, "a", 6.0)
     expected = ConcurrentAppendException if layout == "files" else None
-    outcome(t, ins([appended]), dele("dt = 'a' AND id = 50"), expected)
+    outcome(t, ins([appended]), dele("dt = 'a' AND id = 1"), expected)
     assert appended in rows(t)
 
 
@@ -173,10 +179,12 @@ def test_rows_a_concurrent_update_turned_into_matches_fail_a_no_match_delete(
     spark: SparkSession, catalog: Catalog, level: str, layout: str
 ) -> None:
     """D-23 phantoms: nothing has amount 500 when L reads; E's UPDATE gives row 1 that amount. E is not a
-    blind append, so the level does not matter."""
+    blind append, so WriteSerializable judges it too and L fails. At Serializable L changed nothing and
+    adds no version: it is serialised before E, which is what it saw."""
     dv, partitioned = LAYOUTS[layout]
     t = two_file_table(spark, catalog, level, dv=dv, partitioned=partitioned)
-    outcome(t, upd("id = 1", "500"), dele("dt = 'a' AND amount = 500"), ConcurrentAppendException)
+    expected = ConcurrentAppendException if level == WS else None
+    outcome(t, upd("id = 1", "500"), dele("dt = 'a' AND amount = 500"), expected)
     assert (1, "a", 500.0) in rows(t)
 
 

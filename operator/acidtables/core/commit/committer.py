@@ -32,6 +32,7 @@ from acidtables.core.errors import (
     InvalidArgumentError,
     TableNotFoundError,
 )
+from acidtables.core.log.operations import IsolationLevel, Operation
 from acidtables.core.log.records import CommitInfo, CommitRecord, Head, seal_entry, to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
@@ -63,10 +64,40 @@ def commit(
     pyiceberg's `commit_table(table, requirements, updates)`). Returns what landed; raises the policy's
     conflict, CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown. `reads_since`: the
     version some of the intent's reads saw, when older than the snapshot's (see Transaction.record_read)."""
+    if records_nothing(intent):
+        staged.discard(keep=())
+        staged.release()
+        return CommitInfo(
+            version=snapshot.version,
+            time_version=None,
+            retries=0,
+            txn_id=intent.txn_id,
+            operation=intent.operation,
+            skipped=True,
+        )
     committer = _Committer(services, intent, snapshot, expected_revision, staged)
     if reads_since is not None and reads_since < snapshot.version:
         committer.judge_commits_the_reads_missed(reads_since)
     return committer.run()
+
+
+#: the operations whose commit is left out of the log when it would change nothing (below)
+SKIPPED_WHEN_EMPTY = frozenset({Operation.UPDATE, Operation.DELETE, Operation.MERGE})
+
+
+def records_nothing(intent: CommitRecord) -> bool:
+    """Delta's skipRecordingEmptyCommits: an UPDATE, DELETE or MERGE that matched no row, on a table
+    at Serializable, adds no version. Nothing it would record could change what anyone reads, and as of
+    its read version it is already serialised, so no concurrent commit can fail it. Delta records the
+    empty commit under WriteSerializable, and so do the MaxCompute policies, whose matrices judge every
+    job: there it reads as a version of its own in the history and is judged as any commit is."""
+    return (
+        intent.operation in SKIPPED_WHEN_EMPTY
+        and intent.isolation_level is IsolationLevel.SERIALIZABLE
+        and not (intent.adds or intent.removes or intent.app_ids)
+        and intent.metadata is None
+        and intent.protocol is None
+    )
 
 
 class _Committer:

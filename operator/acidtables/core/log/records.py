@@ -449,7 +449,7 @@ def to_datetime(time_us: int | None) -> datetime | None:
 class CommitInfo:
     """What a commit achieved."""
 
-    #: the ID version the commit took (for a skipped idempotent write: the version that already has it)
+    #: the ID version the commit took; for a skipped commit, the version that already has its effect
     version: int
     #: commit time of a data change; None for compaction, clustering and metadata commits
     time_version: datetime | None
@@ -458,7 +458,8 @@ class CommitInfo:
     txn_id: str
     #: what ran; `operation.display` spells it as history does ("INSERT INTO")
     operation: Operation
-    #: True when an idempotent write (app id, version) had already been applied, so nothing was written
+    #: True when no version was added: an idempotent write (app id, version) had already been applied,
+    #: or an UPDATE, DELETE or MERGE at Serializable changed nothing (committer.records_nothing)
     skipped: bool = False
     files_added: int = 0
     files_removed: int = 0

@@ -289,7 +289,7 @@ def test_history_and_commit_info_say_which_commits_were_blind_appends(spark: Spa
     history = {h.version: h.is_blind_append for h in t.table.history()}
     assert history[from_other.version] is True and history[updated.version] is False
     assert history[1] is True  # the plain inserts of the setup
-    listed = {r["version"]: r["is_blind_append"] for r in t.history().collect()}
+    listed = {r["version"]: r["isBlindAppend"] for r in t.history().collect()}
     assert listed == history
 
 
@@ -491,3 +491,28 @@ def test_with_row_level_concurrency_a_reading_insert_compares_rows(
         )
 
     outcome(t, ins([(appended, "a", 0.0)]), job, ConcurrentAppendException if appended < 5 else None)
+
+
+# --- an UPDATE of the partition column moves the row ---------------------------------------------
+
+
+def move_row_1_to_c(t: SparkTable) -> Prepared:
+    return t.update("dt = 'a' AND id = 1", {"dt": "'c'"}, commit=False)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("layout", ["partitioned", "partitioned-dv"])
+def test_an_update_moving_a_row_to_another_partition_is_a_delete_there_and_an_insert_here(
+    spark: SparkSession, catalog: Catalog, level: str, layout: str
+) -> None:
+    """Delta Lake moves an updated row to its new partition; the rules see what the commit holds: a
+    read and removal in dt=a, an insert into dt=c. An append into c, which it did not read, leaves it
+    alone at either level; a concurrent DELETE in a fails it (its rewritten file lands where the UPDATE
+    read: rule 4, before rule 5's removal of the file it read)."""
+    dv, partitioned = LAYOUTS[layout]
+    t = two_file_table(spark, catalog, level, dv=dv, partitioned=partitioned)
+    outcome(t, ins([(50, "c", 5.0)]), move_row_1_to_c, None)
+    assert {(1, "c", 1.0), (50, "c", 5.0)} <= set(rows(t)) and not any(r[0] == 1 and r[1] == "a" for r in rows(t))
+    t = two_file_table(spark, catalog, level, dv=dv, partitioned=partitioned)
+    outcome(t, dele("dt = 'a' AND id = 3"), move_row_1_to_c, ConcurrentAppendException)
+    assert (1, "a", 1.0) in rows(t)

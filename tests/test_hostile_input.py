@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -372,7 +373,10 @@ def test_time_travel_by_version_answers_exactly_or_names_the_argument(three_comm
 
 
 def _expected_at(table: Table, time_us: int) -> int | None:
-    """The newest data commit at or before `time_us`, from the history (not the time index)."""
+    """The newest data commit at or before `time_us`, from the history (not the time index); None for a
+    time still to come, which is refused (Delta's DELTA_TIMESTAMP_GREATER_THAN_COMMIT)."""
+    if time_us > time.time_ns() // 1000:
+        return None
     found = [h.version for h in table.history() if h.time_version and _us(h.time_version) <= time_us]
     return max(found) if found else None
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from tests.helpers import docs
 
 from acidtables import Catalog
 from acidtables.core import FileKind
@@ -164,6 +165,132 @@ def test_merge_matches_plain_spark(spark: SparkSession, catalog: Catalog, flavou
 
 
 @flavours
+def test_merge_with_several_clauses_of_a_kind_and_not_matched_by_source_matches_plain_spark(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    # Delta's order rule: within each kind the first clause whose condition holds acts on the row
+    t = make(spark, catalog, flavour)
+    source = spark.createDataFrame(
+        [
+            (0, "2026-11-01", 100.0),  # matched, > 50: the first update
+            (1, "2026-11-02", 5.0),  # matched, > 0: the second update
+            (2, "2026-11-03", -1.0),  # matched, neither: deleted
+            (300, "2026-11-03", 2.0),  # not matched, > 0: the first insert
+            (301, "2026-11-02", -3.0),  # not matched: the second
+        ],
+        SCHEMA,
+    )
+    (
+        t.merge(source, "t.id = s.id AND t.dt = s.dt")
+        .when_matched_update({"amount": "s.amount * 10"}, "s.amount > 50")
+        .when_matched_update({"amount": "s.amount"}, "s.amount > 0")
+        .when_matched_delete()
+        .when_not_matched_insert({"id": "s.id", "dt": "s.dt", "amount": "s.amount + 0.5"}, "s.amount > 0")
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_update({"amount": "t.amount - 1000"}, "t.dt = '2026-11-01'")
+        .when_not_matched_by_source_delete("t.amount < 0")
+        .execute()
+    )
+    expected = {(r.id, r.dt): r.amount for r in base_df(spark).collect()}
+    expected[(0, "2026-11-01")] = 1000.0
+    expected[(1, "2026-11-02")] = 5.0
+    del expected[(2, "2026-11-03")]
+    expected[(300, "2026-11-03")] = 2.5
+    expected[(301, "2026-11-02")] = -3.0
+    for (i, dt), amount in list(expected.items()):
+        if i in (0, 1, 2, 300, 301):
+            continue
+        if dt == "2026-11-01":  # not matched by source: the first clause wins even where the second holds
+            expected[(i, dt)] = amount - 1000
+        elif amount < 0:
+            del expected[(i, dt)]
+    assert rows(t.read()) == sorted((i, d, a) for (i, d), a in expected.items())
+
+
+@flavours
+def test_merge_deletes_a_row_several_source_rows_match_when_its_only_matched_clause_is_a_delete(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    source = spark.createDataFrame([(1, "2026-11-02", 1.0), (1, "2026-11-02", 2.0), (999, "2026-11-02", 9.0)], SCHEMA)
+    t.merge(source, "t.id = s.id AND t.dt = s.dt").when_matched_delete().when_not_matched_insert_all().execute()
+    expected = [r for r in rows(base_df(spark)) if r[0] != 1] + [(999, "2026-11-02", 9.0)]
+    assert rows(t.read()) == sorted(expected)
+    # a condition on the delete makes which source row decides matter: Delta's error
+    with pytest.raises(InvalidArgumentError, match="more than one source row"):
+        t.merge(source.withColumn("id", F.lit(4).cast("long")), "t.id = s.id").when_matched_delete(
+            "s.amount > 1"
+        ).execute()
+
+
+def test_the_spark_pages_merge_runs_as_written(spark: SparkSession, catalog: Catalog) -> None:
+    """docs/spark.md's MERGE (tests/test_docs.py checks that every example has its test)."""
+    example = docs.block("docs/spark.md", "python")
+    t = make(spark, catalog, "cow")
+    source = spark.createDataFrame(
+        [(0, "2026-11-01", 100.0, False), (1, "2026-11-02", 5.0, False), (2, "2026-11-03", 0.0, True)],
+        "id BIGINT, dt STRING, amount DOUBLE, deleted BOOLEAN",
+    )
+    exec(compile(example.code, example.name, "exec"), {"t": t, "source": source})
+    expected = {(r.id, r.dt): r.amount for r in base_df(spark).collect()}
+    expected[(0, "2026-11-01")] = 1000.0
+    expected[(1, "2026-11-02")] = 5.0
+    del expected[(2, "2026-11-03")]
+    for (i, dt), amount in list(expected.items()):
+        if i > 2 and dt == "2026-11-01":
+            expected[(i, dt)] = 0.0
+        elif i > 2 and amount < 0:
+            del expected[(i, dt)]
+    assert rows(t.read()) == sorted((i, d, a) for (i, d), a in expected.items())
+
+
+@flavours
+def test_an_update_of_the_partition_column_moves_the_row_on_delta_tables_only(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    before = rows(t.read())
+    if FLAVOURS[flavour].get("conflict_policy") or flavour == "pk":  # the MaxCompute policies: its rule
+        with pytest.raises(InvalidArgumentError, match="MaxCompute's rule"):
+            t.update("id = 1", {"dt": "'2026-11-09'"})
+        with pytest.raises(InvalidArgumentError, match="MaxCompute's rule"):
+            t.merge(t.read().filter("id = 1"), "t.id = s.id").when_matched_update({"dt": "'x'"}).execute()
+        assert rows(t.read()) == before
+        return
+    t.update("id IN (1, 2)", {"dt": "'2026-11-09'", "amount": "amount + 100"})
+    t.merge(t.read().filter("id = 4"), "t.id = s.id").when_matched_update({"dt": "'2026-11-10'"}).execute()
+    moved = {1: ("2026-11-09", -4.0 + 100), 2: ("2026-11-09", -3.0 + 100), 4: ("2026-11-10", -1.0)}
+    expected = sorted((i, *moved[i]) if i in moved else (i, dt, a) for i, dt, a in before)
+    assert rows(t.read()) == expected
+    assert rows(t.read(where="dt = '2026-11-09'")) == [(1, "2026-11-09", 96.0), (2, "2026-11-09", 97.0)]
+
+
+@flavours
+def test_insert_overwrite_replace_where_replaces_the_rows_the_predicate_selects(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    before = rows(t.read())
+    new = spark.createDataFrame([(100, "2026-11-02", 1.0), (101, "2026-11-03", 2.0)], SCHEMA)
+    if flavour == "pk":
+        with pytest.raises(InvalidArgumentError, match="replace_where is for tables without a primary key"):
+            t.insert_overwrite(new, replace_where="amount > 0")
+        assert rows(t.read()) == before
+        return
+    # Delta's replaceWhere: rows across partitions, selected by a data column, are replaced
+    t.insert_overwrite(new, replace_where="amount > 0 AND amount < 5")
+    kept = [r for r in before if not 0 < r[2] < 5]
+    assert rows(t.read()) == sorted([*kept, (100, "2026-11-02", 1.0), (101, "2026-11-03", 2.0)])
+    # a written row the predicate does not select: Delta's DELTA_REPLACE_WHERE_MISMATCH, nothing committed
+    version = t.table.version
+    with pytest.raises(InvalidArgumentError, match="DELTA_REPLACE_WHERE_MISMATCH"):
+        t.insert_overwrite(new.withColumn("amount", F.lit(9.0)), replace_where="amount < 5")
+    with pytest.raises(InvalidArgumentError, match="give one of partition=, dynamic=True and replace_where="):
+        t.insert_overwrite(new, dynamic=True, replace_where="amount < 5")
+    assert t.table.version == version
+
+
+@flavours
 def test_merge_insert_all_and_update_all(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
     t = make(spark, catalog, flavour)
     source = spark.createDataFrame([(1, "2026-11-02", 11.0), (300, "2026-11-02", 3.0)], SCHEMA)
@@ -302,16 +429,28 @@ def test_merge_schema_adds_columns_through_a_metadata_commit(spark: SparkSession
     [
         (lambda t: t.update("amount <", {"amount": "0"}), "is not valid"),
         (lambda t: t.update("amount < 0", {"nope": "0"}), "has no column 'nope'"),
-        (lambda t: t.update("amount < 0", {"dt": "'x'"}), "partition column"),
         (lambda t: t.insert_into([1, 2]), "expected a Spark DataFrame"),
         (lambda t: t.insert_overwrite(t.read(), partition={"day": "x"}), "partition column"),
         (lambda t: t.compact("medium"), "use 'minor' or 'major'"),
         (lambda t: t.compact("minor", where="amount > 1"), "partition columns"),
         (lambda t: t.cluster(by="id"), "non-empty list"),
+        (lambda t: t.cluster(by=["amount", "DT"]), "dt is a partition column"),
         (lambda t: t.merge(t.read(), "t.id = s.id").execute(), "at least one"),
         (
             lambda t: t.merge(t.read(), "t.id = s.id").when_matched_delete().when_matched_update({"amount": "0"}),
             "could never apply",
+        ),
+        (
+            lambda t: (
+                t.merge(t.read(), "t.id = s.id").when_not_matched_by_source_delete().when_not_matched_by_source_delete()
+            ),
+            "could never apply",
+        ),
+        (
+            lambda t: (
+                t.merge(t.read(), "t.id = s.id").when_not_matched_by_source_update({"amount": "s.amount"}).execute()
+            ),
+            "value of amount .* is not valid",
         ),
     ],
 )

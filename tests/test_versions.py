@@ -104,7 +104,10 @@ def test_time_travel_after_the_last_data_commit_reads_the_compaction_that_kept_i
     for n in range(17):  # a run of commits without a time version longer than one read of the log
         altered = catalog.alter_table(t.name, properties={"owner": f"team-{n}"})
     assert v2.time_version is not None and (compacted.time_version, altered.time_version) == (None, None)
-    assert [t.version_at(v2.time_version + timedelta(days=d)) for d in (0, 1)] == [altered.version] * 2
+    assert [t.version_at(v2.time_version), t.version_at(datetime.now(UTC))] == [altered.version] * 2
+    # a time still to come is refused, as Delta refuses it: a commit could still land before it
+    with pytest.raises(VersionNotFoundError, match="DELTA_TIMESTAMP_GREATER_THAN_COMMIT"):
+        t.version_at(datetime.now(UTC) + timedelta(days=1))
     assert t.snapshot(timestamp=v2.time_version).version == t.version == altered.version
     assert live_tokens(t.snapshot(timestamp=v2.time_version)) == live_tokens(t.snapshot(v2.version))
     # a later data commit ends the run: a time before it still reads the run's newest version

@@ -67,7 +67,7 @@ from acidtables.core.expressions import (
     parse_predicate,
     parse_target_predicate,
 )
-from acidtables.core.log.operations import Operation
+from acidtables.core.log.operations import Operation, Policy
 from acidtables.core.log.records import (
     CONFLICT_DETECTION_PROPERTY,
     Column,
@@ -156,6 +156,7 @@ __all__ = [
     "Operation",
     "Or",
     "PartitionFiles",
+    "Policy",
     "PreparedCreate",
     "ProtocolChangedException",
     "RepairReport",

@@ -4,10 +4,21 @@ Spark writes and reads the Parquet data with its own native writer and reader; a
 snapshot is and commits through etcd (acidtables.core).
 """
 
+from acidtables.spark.datasource import session_catalog, use_catalog
 from acidtables.spark.merge import MergeBuilder
 from acidtables.spark.prepared import Prepared
 from acidtables.spark.session import local_session, spark_session, stop_session
 from acidtables.spark.statements import sql
 from acidtables.spark.table import SparkTable
 
-__all__ = ["MergeBuilder", "Prepared", "SparkTable", "local_session", "spark_session", "sql", "stop_session"]
+__all__ = [
+    "MergeBuilder",
+    "Prepared",
+    "SparkTable",
+    "local_session",
+    "session_catalog",
+    "spark_session",
+    "sql",
+    "stop_session",
+    "use_catalog",
+]

@@ -216,6 +216,14 @@ def cluster(spark: SparkSession, table: Table, by: Sequence[str], *, where: str 
         if missing:
             raise InvalidArgumentError(f"cluster(): {meta.name} has no column(s) {missing}")
         keys = [known[c.lower()] for c in by]
+        partition_keys = [c for c in keys if c in meta.partition_by]
+        if partition_keys:
+            # Delta's DELTA_ZORDERING_ON_PARTITION_COLUMN: a file holds one value of a partition column,
+            # so ordering by it would commit a version that changes nothing
+            raise InvalidArgumentError(
+                f"cluster(): {', '.join(partition_keys)} is a partition column of {meta.name}; every file holds "
+                "one value of it already, so order by other columns (and name partitions with where=)"
+            )
         files = files_in_scope(tx.snapshot, where, "cluster")
         if not files:
             return Prepared(tx, {"files": 0})

@@ -30,7 +30,7 @@ import functools
 import os
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import pyarrow as pa
@@ -46,11 +46,14 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from acidtables.core import (
+    WAREHOUSE,
     AcidTablesError,
     Catalog,
+    CommitSettings,
     ConfigurationError,
     DataFile,
     Expr,
+    InvalidArgumentError,
     Settings,
     Snapshot,
     Storage,
@@ -66,30 +69,68 @@ from .source_options import SourceOptions, parse_options
 from .writes import replace_all
 
 FORMAT = "acidtables"
+#: the settings that say where a catalog is (the rest tune its commits)
+ETCD_VARIABLES = "ACIDTABLES_ETCD_"
 FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
-_registered: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+#: each session the source is registered in, and the catalog it carries (use_catalog), if any
+_registered: weakref.WeakKeyDictionary[SparkSession, Catalog | None] = weakref.WeakKeyDictionary()
 
 
-def register(spark: SparkSession) -> None:
-    """Make `format("acidtables")` available in this session (SparkTable and local_session do it).
+def register(spark: SparkSession, catalog: Catalog | None = None) -> None:
+    """Make `format("acidtables")` available in this session (SparkTable and local_session do it);
+    with `catalog`, the session's reads and writes use it when they name no catalog setting
+    (use_catalog).
 
-    Once per session: Spark logs a warning each time a data source name is registered again."""
-    if spark in _registered:
+    Once per session and catalog: Spark logs a warning each time a data source name is registered
+    again."""
+    if spark in _registered and (catalog is None or _registered[spark] is catalog):
         return
     # the reader prunes by the filters Spark pushes (AcidTablesReader.pushFilters), which Spark asks for
     # with this setting on; off, it refuses a reader that takes filters rather than ignore them
     spark.conf.set(FILTER_PUSHDOWN, "true")
-    spark.dataSource.register(AcidTablesDataSource)
-    _registered.add(spark)
+    if catalog is None:
+        spark.dataSource.register(AcidTablesDataSource)
+    else:
+        # Spark's planning workers get the data source class, pickled, and nothing of the session: a
+        # class made here travels by value, with the catalog's settings
+        carrying = type("AcidTablesSessionDataSource", (AcidTablesDataSource,), {"session_settings": catalog.settings})
+        spark.dataSource.register(carrying)
+    _registered[spark] = catalog
 
 
-def catalog_from_options(options: SourceOptions) -> Catalog:
-    """The catalog the environment configures (Settings.from_env, as Catalog.connect reads it), with
-    any setting given as an option in its place; `local` for the embedded development etcd."""
+def use_catalog(spark: SparkSession, catalog: Catalog | None) -> None:
+    """Make `catalog` this session's: `sql(spark, ...)` without `catalog=` and `format("acidtables")`
+    without catalog options use it (one session, one catalog). `local_session(catalog=...)` does it;
+    None makes them go back to the environment's (`Catalog.connect()`)."""
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise InvalidArgumentError(f"use_catalog(): expected an acidtables Catalog, found {type(catalog).__name__}")
+    if catalog is None:
+        if _registered.get(spark) is not None:
+            _registered.pop(spark)
+            register(spark)
+        return
+    register(spark, catalog)
+
+
+def session_catalog(spark: SparkSession) -> Catalog | None:
+    """The catalog `use_catalog` gave this session, if any."""
+    return _registered.get(spark)
+
+
+def catalog_from_options(options: SourceOptions, session: Settings | None = None) -> Catalog:
+    """The catalog the options name: `local` for the embedded development etcd; else, when the options
+    say where (etcd or the warehouse), the environment's (Settings.from_env, as Catalog.connect reads
+    it) with those in its place; else the session's catalog (use_catalog), with any commit.* option
+    over the environment's; else the environment's."""
     if options.local is not None:
         return Catalog.local(options.local or None)
+    where = [k for k in options.settings if k.startswith(ETCD_VARIABLES) or k == WAREHOUSE]
+    if session is not None and not where:
+        if options.settings:
+            session = replace(session, commit=CommitSettings.from_env({**os.environ, **options.settings}))
+        return Catalog(session)
     try:
         return Catalog(Settings.from_env({**os.environ, **options.settings}))
     except ConfigurationError as exc:
@@ -121,6 +162,9 @@ def user_facing(method: F) -> F:
 
 
 class AcidTablesDataSource(DataSource):
+    #: the settings of the catalog of the session this class was registered in (use_catalog)
+    session_settings: Settings | None = None
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
@@ -128,13 +172,13 @@ class AcidTablesDataSource(DataSource):
     @user_facing
     def schema(self) -> StructType:
         options = parse_options(self.options, "read")
-        with catalog_from_options(options) as catalog:
+        with catalog_from_options(options, self.session_settings) as catalog:
             return read_struct(catalog.table(options.table).metadata)
 
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
         options = parse_options(self.options, "read")
-        with catalog_from_options(options) as catalog:
+        with catalog_from_options(options, self.session_settings) as catalog:
             table = catalog.table(options.table)
             snapshot = table.snapshot(version=options.version_as_of, timestamp=options.timestamp_as_of)
             return AcidTablesReader(snapshot, table.storage)
@@ -143,7 +187,7 @@ class AcidTablesDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
         operation = "insert_overwrite" if overwrite else "insert_into"
         options = parse_options(self.options, "write")
-        with catalog_from_options(options) as catalog:
+        with catalog_from_options(options, self.session_settings) as catalog:
             table = catalog.table(options.table)
             check_schema(
                 table.metadata,
@@ -154,6 +198,7 @@ class AcidTablesDataSource(DataSource):
             tx = table.begin(operation)
             state = _WriteState(
                 dict(self.options),
+                self.session_settings,
                 table.name,
                 tx.txn_id,
                 tx.operation.value,
@@ -250,6 +295,7 @@ def _packed(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 @dataclass(frozen=True)
 class _WriteState:
     options: dict[str, str]
+    session_settings: Settings | None
     table: str
     txn_id: str
     operation: str
@@ -291,7 +337,7 @@ class AcidTablesWriter(DataSourceArrowWriter):
 
     @user_facing
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        with catalog_from_options(parse_options(self.state.options, "write")) as catalog:
+        with catalog_from_options(parse_options(self.state.options, "write"), self.state.session_settings) as catalog:
             tx = self._transaction(catalog)
             if self._overwrite:
                 replace_all(tx)
@@ -299,5 +345,5 @@ class AcidTablesWriter(DataSourceArrowWriter):
             tx.commit()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        with catalog_from_options(parse_options(self.state.options, "write")) as catalog:
+        with catalog_from_options(parse_options(self.state.options, "write"), self.state.session_settings) as catalog:
             self._transaction(catalog).abort()

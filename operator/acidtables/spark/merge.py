@@ -1,12 +1,17 @@
 """MERGE INTO as a builder: nothing runs until `execute()` (delta-spark's shape, Python naming).
 
-Rules for combining clauses (as in Delta Lake): clauses are tried in order and the first whose condition
-holds applies; every clause but the last of its kind needs a condition; at most one update and one
-delete among the matched clauses. A target row matched by two source rows is an error, since which
-update wins would be arbitrary. In the condition and clauses, `t` is the target table and `s` the source.
+Rules for combining clauses (as in Delta Lake): three kinds of clause (matched; not matched, i.e. a
+source row no target row matches; not matched by source, i.e. a target row no source row matches), each
+any number of times; within a kind, clauses are tried in order and the first whose condition holds acts
+on the row, so every clause but the last of its kind needs a condition. A target row matched by several
+source rows is an error, since which change wins would be arbitrary, unless the only matched clause is
+an unconditional delete (the row goes either way). In the condition and clauses, `t` is the target table
+and `s` the source; a not-matched-by-source clause has no source row, so it may name `t` only.
 
 What the MERGE read is its target-side condition (`t.dt = '2026-11-01'`); a condition that names no
-target partition reads the whole table, which is why seed 003/004 recommend naming it.
+target partition reads the whole table, which is why seed 003/004 recommend naming it. A
+not-matched-by-source clause acts on target rows the condition does not select, so with one the MERGE
+reads what the condition or any such clause's condition selects (the whole table when one has none).
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from acidtables.core import Column as Column_
 from acidtables.core import (
     CommitInfo,
     DataFile,
+    Expr,
     FileKind,
     InvalidArgumentError,
+    Or,
+    Policy,
     Table,
     TableMetadata,
     Transaction,
@@ -32,7 +40,7 @@ from acidtables.core import (
 )
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
-from .modify import holds
+from .modify import holds, refuse_key_assignment
 from .prepared import Prepared, preparing
 from .scan import read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type, table_struct
@@ -40,6 +48,11 @@ from .source_reads import record_source_reads
 
 TARGET, SOURCE = "t", "s"
 _T_MARK, _S_MARK, _ACTION = "_acid_t", "_acid_s", "_acid_action"
+#: the prefixes of a row's action: the clause acting on it is the i-th of its kind
+_MATCHED, _NOT_MATCHED, _BY_SOURCE = "m", "n", "b"
+
+
+ClauseKind = Literal["matched", "not_matched", "not_matched_by_source"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,7 @@ class MergeBuilder:
     condition: str
     matched: tuple[Clause, ...] = ()
     not_matched: tuple[Clause, ...] = ()
+    not_matched_by_source: tuple[Clause, ...] = ()
     #: Delta's schema auto-merge: source columns the target lacks, named by a *_all clause or an
     #: assignment, are added to the table in the same commit
     merge_schema: bool = False
@@ -73,39 +87,60 @@ class MergeBuilder:
             raise InvalidArgumentError(f"merge(): merge_schema must be True or False, found {merge_schema!r}")
         return MergeBuilder(spark, table, source, condition, merge_schema=merge_schema)
 
-    def _add(self, clause: Clause, *, matched: bool, method: str) -> MergeBuilder:
+    def _add(self, clause: Clause, *, kind: ClauseKind, method: str) -> MergeBuilder:
+        """`kind`: the builder field the clause joins."""
         if clause.condition is not None and not isinstance(clause.condition, str):
             raise InvalidArgumentError(f"{method}(): condition must be a SQL string")
         if clause.values is not None and (
             not isinstance(clause.values, Mapping) or not all(isinstance(v, str) for v in clause.values.values())
         ):
             raise InvalidArgumentError(f"{method}(): values must be {{column: SQL expression}}")
-        existing = self.matched if matched else self.not_matched
+        existing: tuple[Clause, ...] = getattr(self, kind)
         if existing and existing[-1].condition is None:
             raise InvalidArgumentError(
-                f"{method}(): an earlier {'when_matched' if matched else 'when_not_matched'} clause has no "
-                "condition, so this one could never apply; give the earlier clause a condition"
+                f"{method}(): an earlier when_{kind}_* clause has no condition, so this one could never apply; "
+                "give the earlier clause a condition"
             )
-        if matched and any(c.kind == clause.kind for c in existing):
-            raise InvalidArgumentError(f"{method}(): at most one matched {clause.kind} clause")
-        if matched:
-            return replace(self, matched=(*self.matched, clause))
-        return replace(self, not_matched=(*self.not_matched, clause))
+        clauses = (*existing, clause)
+        if kind == "matched":
+            return replace(self, matched=clauses)
+        if kind == "not_matched":
+            return replace(self, not_matched=clauses)
+        return replace(self, not_matched_by_source=clauses)
 
     def when_matched_update(self, values: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
-        return self._add(Clause("update", condition, dict(values)), matched=True, method="when_matched_update")
+        return self._add(Clause("update", condition, dict(values)), kind="matched", method="when_matched_update")
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeBuilder:
-        return self._add(Clause("update", condition, None), matched=True, method="when_matched_update_all")
+        return self._add(Clause("update", condition, None), kind="matched", method="when_matched_update_all")
 
     def when_matched_delete(self, condition: str | None = None) -> MergeBuilder:
-        return self._add(Clause("delete", condition, None), matched=True, method="when_matched_delete")
+        return self._add(Clause("delete", condition, None), kind="matched", method="when_matched_delete")
 
     def when_not_matched_insert(self, values: Mapping[str, str], condition: str | None = None) -> MergeBuilder:
-        return self._add(Clause("insert", condition, dict(values)), matched=False, method="when_not_matched_insert")
+        return self._add(
+            Clause("insert", condition, dict(values)), kind="not_matched", method="when_not_matched_insert"
+        )
 
     def when_not_matched_insert_all(self, condition: str | None = None) -> MergeBuilder:
-        return self._add(Clause("insert", condition, None), matched=False, method="when_not_matched_insert_all")
+        return self._add(Clause("insert", condition, None), kind="not_matched", method="when_not_matched_insert_all")
+
+    def when_not_matched_by_source_update(
+        self, values: Mapping[str, str], condition: str | None = None
+    ) -> MergeBuilder:
+        """Update target rows that no source row matches (Delta 2.3's WHEN NOT MATCHED BY SOURCE):
+        `values` and `condition` may name the target's columns only."""
+        return self._add(
+            Clause("update", condition, dict(values)),
+            kind="not_matched_by_source",
+            method="when_not_matched_by_source_update",
+        )
+
+    def when_not_matched_by_source_delete(self, condition: str | None = None) -> MergeBuilder:
+        """Delete target rows that no source row matches; `condition` may name the target only."""
+        return self._add(
+            Clause("delete", condition, None), kind="not_matched_by_source", method="when_not_matched_by_source_delete"
+        )
 
     @overload
     def execute(self, *, commit: Literal[True] = ...) -> CommitInfo: ...
@@ -115,8 +150,10 @@ class MergeBuilder:
     def execute(self, *, commit: bool) -> CommitInfo | Prepared: ...
 
     def execute(self, *, commit: bool = True) -> CommitInfo | Prepared:
-        if not (self.matched or self.not_matched):
-            raise InvalidArgumentError("execute(): add at least one when_matched_* or when_not_matched_* clause")
+        if not (self.matched or self.not_matched or self.not_matched_by_source):
+            raise InvalidArgumentError(
+                "execute(): add at least one when_matched_*, when_not_matched_* or when_not_matched_by_source_* clause"
+            )
         _validate(self)
         prepared = _run(self)
         return prepared.commit() if commit else prepared
@@ -139,18 +176,21 @@ def _validate(merge: MergeBuilder) -> None:
     resolve("condition", merge.condition, lambda text: target.join(source, F.expr(text), "full_outer"))
     joined = target.join(source, F.expr(merge.condition), "full_outer")
     types = {c.name.lower(): spark_type(c.type) for c in meta.columns}
-    for clause in (*merge.matched, *merge.not_matched):
-        if clause.condition is not None:
-            resolve(f"{clause.kind} condition", clause.condition, lambda text: joined.filter(F.expr(text)))
-        for column, expression in (clause.values or {}).items():
-            # cast as the write will and beside the other columns, so a value of a type the column cannot
-            # hold, or an aggregate, fails here
-            type_ = types.get(str(column).lower())
-            resolve(
-                f"value of {column}",
-                expression,
-                lambda text: joined.select("*", F.expr(text) if type_ is None else F.expr(text).cast(type_)),  # noqa: B023
-            )
+    # a not-matched-by-source clause has no source row: resolved against the target alone, a name of the
+    # source fails as unknown
+    for clauses, rows in ((merge.matched, joined), (merge.not_matched, joined), (merge.not_matched_by_source, target)):
+        for clause in clauses:
+            if clause.condition is not None:
+                resolve(f"{clause.kind} condition", clause.condition, lambda text: rows.filter(F.expr(text)))  # noqa: B023
+            for column, expression in (clause.values or {}).items():
+                # cast as the write will and beside the other columns, so a value of a type the column
+                # cannot hold, or an aggregate, fails here
+                type_ = types.get(str(column).lower())
+                resolve(
+                    f"value of {column}",
+                    expression,
+                    lambda text: rows.select("*", F.expr(text) if type_ is None else F.expr(text).cast(type_)),  # noqa: B023
+                )
 
 
 def _evolved_columns(merge: MergeBuilder, meta: TableMetadata) -> list[Column_]:
@@ -185,15 +225,16 @@ def _values(
         if missing:
             raise InvalidArgumentError(f"merge(): *_all clauses need source columns {missing}, which it lacks")
         given = {c.name: f"{SOURCE}.`{c.name}`" for c in meta.columns}
-        if clause.kind == "update":
-            given = {k: v for k, v in given.items() if k not in meta.primary_key and k not in meta.partition_by}
+        if clause.kind == "update":  # the keys matched; a `delta` table's row may move partition, as Delta's does
+            fixed = set(meta.primary_key) | (set() if meta.conflict_policy is Policy.DELTA else set(meta.partition_by))
+            given = {k: v for k, v in given.items() if k not in fixed}
     else:
         for column, expression in clause.values.items():
             name = by_lower.get(column.lower())
             if name is None:
                 raise InvalidArgumentError(f"merge(): {meta.name} has no column {column!r}")
-            if clause.kind == "update" and (name in meta.primary_key or name in meta.partition_by):
-                raise InvalidArgumentError(f"merge(): {name} is a key or partition column and cannot be updated")
+            if clause.kind == "update":
+                refuse_key_assignment(meta, name, "merge")
             given[name] = expression
     out = []
     for c in meta.columns:
@@ -206,6 +247,22 @@ def _values(
     return out
 
 
+def _read_predicate(merge: MergeBuilder, meta: TableMetadata) -> Expr | None:
+    """What the MERGE reads of its target: the condition's target side, or, with not-matched-by-source
+    clauses, that or any of their conditions (None: the whole table)."""
+    expr = parse_target_predicate(merge.condition, meta.column_types, TARGET)
+    if not merge.not_matched_by_source:
+        return expr
+    parts = [expr]
+    for clause in merge.not_matched_by_source:
+        parts.append(
+            None if clause.condition is None else parse_target_predicate(clause.condition, meta.column_types, TARGET)
+        )
+    if any(p is None for p in parts):
+        return None
+    return Or(tuple(p for p in parts if p is not None))
+
+
 def _run(merge: MergeBuilder) -> Prepared:
     spark, table = merge.spark, merge.table
     tx = table.begin("merge")
@@ -215,7 +272,7 @@ def _run(merge: MergeBuilder) -> Prepared:
         evolved = _evolved_columns(merge, meta)
         if evolved:
             tx.update_metadata(add_columns=evolved, method="merge")
-        expr = parse_target_predicate(merge.condition, meta.column_types, TARGET)
+        expr = _read_predicate(merge, meta)
         # a primary-key table prunes by partition and key only (Snapshot.prune)
         files = tx.snapshot.prune(expr)
         tx.record_read(predicate=expr, files=files, whole_table=expr is None)
@@ -224,13 +281,18 @@ def _run(merge: MergeBuilder) -> Prepared:
         source = merge.source.withColumn(_S_MARK, F.lit(True))
         how = "full_outer" if merge.not_matched else "left_outer"
         joined = target.alias(TARGET).join(source.alias(SOURCE), F.expr(merge.condition), how)
-        matched = F.col(f"{TARGET}.{_T_MARK}").isNotNull() & F.col(f"{SOURCE}.{_S_MARK}").isNotNull()
-        unmatched = F.col(f"{TARGET}.{_T_MARK}").isNull()
+        has_target = F.col(f"{TARGET}.{_T_MARK}").isNotNull()
+        has_source = F.col(f"{SOURCE}.{_S_MARK}").isNotNull()
+        matched = has_target & has_source
+        # each row's clause: m<i>, n<i> or b<i> for the i-th matched, not matched, not matched by source
         action: Column = F.lit(None).cast("string")
-        for i, clause in reversed(list(enumerate(merge.not_matched))):
-            action = F.when(unmatched & holds(clause.condition), F.lit(f"n{i}")).otherwise(action)
-        for i, clause in reversed(list(enumerate(merge.matched))):
-            action = F.when(matched & holds(clause.condition), F.lit(f"m{i}")).otherwise(action)
+        for prefix, clauses, applies in (
+            (_BY_SOURCE, merge.not_matched_by_source, has_target & ~has_source),
+            (_NOT_MATCHED, merge.not_matched, ~has_target),
+            (_MATCHED, merge.matched, matched),
+        ):
+            for i, clause in reversed(list(enumerate(clauses))):
+                action = F.when(applies & holds(clause.condition), F.lit(f"{prefix}{i}")).otherwise(action)
         joined = joined.withColumn(_ACTION, action).cache()
         try:
             return _stage(merge, tx, joined, matched, files)
@@ -244,7 +306,9 @@ def _stage(
     """`target_files`: the files the target read; every row the join touched comes from one of them."""
     read_columns = set(tx.metadata.column_names)
     meta = tx.target_metadata  # the read columns plus any merge_schema added
-    if merge.matched:
+    # Delta's rule: several source rows may match one target row only when the one matched clause is an
+    # unconditional delete, which deletes the row whichever source row it goes by
+    if merge.matched and merge.matched != (Clause("delete", None, None),):
         doubled = joined.filter(matched).groupBy(f"{TARGET}.{FILE}", f"{TARGET}.{ROW}").count().filter("count > 1")
         if doubled.limit(1).count():
             raise InvalidArgumentError(
@@ -254,19 +318,23 @@ def _stage(
     source_columns = {c.lower() for c in merge.source.columns}
     changed: list[DataFrame] = []
     deleted: list[DataFrame] = []
-    for i, clause in enumerate(merge.matched):
-        rows = joined.filter(F.col(_ACTION) == f"m{i}")
-        if clause.kind == "update":
-            changed.append(rows.select(*_values(meta, clause, source_columns, base=TARGET, read_columns=read_columns)))
-        else:
-            deleted.append(rows)
+    for prefix, clauses in ((_MATCHED, merge.matched), (_BY_SOURCE, merge.not_matched_by_source)):
+        for i, clause in enumerate(clauses):
+            rows = joined.filter(F.col(_ACTION) == f"{prefix}{i}")
+            if clause.kind == "update":
+                changed.append(
+                    rows.select(*_values(meta, clause, source_columns, base=TARGET, read_columns=read_columns))
+                )
+            else:
+                deleted.append(rows)
     inserted = [
-        joined.filter(F.col(_ACTION) == f"n{i}").select(
+        joined.filter(F.col(_ACTION) == f"{_NOT_MATCHED}{i}").select(
             *_values(meta, c, source_columns, base=SOURCE, read_columns=read_columns)
         )
         for i, c in enumerate(merge.not_matched)
     ]
-    touched_rows = joined.filter(F.col(_ACTION).startswith("m"))
+    acts_on_target = F.col(_ACTION).startswith(_MATCHED) | F.col(_ACTION).startswith(_BY_SOURCE)
+    touched_rows = joined.filter(acts_on_target)
     summary: dict[str, object] = {}
     if meta.primary_key:
         key_columns = set(meta.primary_key) | set(meta.partition_by)
@@ -280,7 +348,9 @@ def _stage(
                         else F.lit(None).cast(spark_type(c.type)).alias(c.name)
                         for c in meta.columns
                     ]
-                ).withColumn(OP_COLUMN, F.lit(DELETE))
+                )
+                .distinct()  # one tombstone a key, however many source rows matched it
+                .withColumn(OP_COLUMN, F.lit(DELETE))
             )
         out = _union(frames)
         if out is not None:
@@ -299,7 +369,7 @@ def _stage(
         touched = sorted({r[0] for r in touched_rows.select(f"{TARGET}.{FILE}").distinct().collect()})
         victims = [snapshot_files[name] for name in touched]
         untouched_rows = joined.filter(
-            F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~F.col(_ACTION).startswith("m"))
+            F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~acts_on_target)
         ).select(*[_target(c.name, meta, read_columns) for c in meta.columns])
         tx.remove_files(victims)
         out = _union([untouched_rows, *changed, *inserted] if victims else [*changed, *inserted])

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core import FileKind, InvalidArgumentError, Table, TableMetadata, Transaction
+from acidtables.core import FileKind, InvalidArgumentError, Policy, Table, TableMetadata, Transaction
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing
@@ -43,13 +43,25 @@ def check_assignments(meta: TableMetadata, assignments: Mapping[str, str], metho
         name = by_lower.get(str(column).lower())
         if name is None:
             raise InvalidArgumentError(f"{method}(): {meta.name} has no column {column!r}")
-        if name in meta.primary_key or name in meta.partition_by:
-            kind = "primary key" if name in meta.primary_key else "partition"
-            raise InvalidArgumentError(f"{method}(): {name} is a {kind} column and cannot be assigned")
+        refuse_key_assignment(meta, name, method)
         if not isinstance(expression, str):
             raise InvalidArgumentError(f"{method}(): the value for {name} must be a SQL expression string")
         out[name] = expression
     return out
+
+
+def refuse_key_assignment(meta: TableMetadata, column: str, method: str) -> None:
+    """A primary-key column never changes (a row is its key); a partition column changes only on a
+    `delta` table, where the row moves to its new partition as Delta Lake moves it (a delete in one
+    partition and an insert in another, which is how its commit records it and the rules judge it).
+    MaxCompute does not update partition columns, and neither do its policies here."""
+    if column in meta.primary_key:
+        raise InvalidArgumentError(f"{method}(): {column} is a primary key column and cannot be assigned")
+    if column in meta.partition_by and meta.conflict_policy is not Policy.DELTA:
+        raise InvalidArgumentError(
+            f"{method}(): {column} is a partition column, which a {meta.conflict_policy.value} table does not update "
+            "(MaxCompute's rule); delete the rows and insert them with the new value"
+        )
 
 
 def assigned(meta: TableMetadata, assignments: Mapping[str, str], when: Column | None = None) -> list[Column]:
@@ -132,6 +144,13 @@ def _merge_on_read(
     files_written = write_staged(out, tx, kind=FileKind.CHANGES)
     tx.add_files(files_written)
     return {"rows_matched": sum(f.rows for f in files_written)}
+
+
+def delete_where(spark: SparkSession, tx: Transaction, condition: str) -> dict[str, int]:
+    """Delete the rows `condition` selects inside `tx` (a table without a primary key), as DELETE does."""
+    if tx.metadata.row_level_concurrency:
+        return _deletion_vectors(spark, tx, condition, None)
+    return _copy_on_write(spark, tx, condition, None)
 
 
 def modify(

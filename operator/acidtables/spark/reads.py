@@ -6,14 +6,25 @@ while Spark runs. Partition predicates and file statistics prune files before Sp
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import BooleanType, LongType, MapType, StringType, StructField, StructType, TimestampType
 
-from acidtables.core import DataFile, InvalidArgumentError, Snapshot, Table, TimeLike, parse_predicate
+from acidtables import __version__ as acidtables_version
+from acidtables.core import (
+    DataFile,
+    HistoryEntry,
+    InvalidArgumentError,
+    Operation,
+    Snapshot,
+    Table,
+    TimeLike,
+    parse_predicate,
+)
 
 from .files import FILE, ROW
 from .modify import validate_condition
@@ -129,41 +140,120 @@ def changes(
     return out
 
 
+#: Delta Lake's operation names, which its DESCRIBE HISTORY shows (acidtables' own are in `acid_operation`)
+DELTA_OPERATIONS = {
+    Operation.CREATE_TABLE: "CREATE TABLE",
+    Operation.INSERT_INTO: "WRITE",
+    Operation.INSERT_OVERWRITE: "WRITE",
+    Operation.TRUNCATE: "TRUNCATE",
+    Operation.UPDATE: "UPDATE",
+    Operation.DELETE: "DELETE",
+    Operation.MERGE: "MERGE",
+    Operation.MINOR_COMPACT: "OPTIMIZE",
+    Operation.MAJOR_COMPACT: "OPTIMIZE",
+    Operation.CLUSTER: "OPTIMIZE",
+    Operation.ALTER: "ALTER TABLE",
+    Operation.UPGRADE_PROTOCOL: "UPGRADE PROTOCOL",
+    Operation.REPAIR: "FSCK",
+    Operation.RESTORE: "RESTORE",
+}
+
+HISTORY_SCHEMA = StructType(
+    [
+        # Delta Lake's DESCRIBE HISTORY columns, in its names and types
+        StructField("version", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("userId", StringType()),
+        StructField("userName", StringType()),
+        StructField("operation", StringType()),
+        StructField("operationParameters", MapType(StringType(), StringType())),
+        StructField("clusterId", StringType()),
+        StructField("readVersion", LongType()),
+        StructField("isolationLevel", StringType()),
+        StructField("isBlindAppend", BooleanType()),
+        StructField("operationMetrics", MapType(StringType(), StringType())),
+        StructField("userMetadata", StringType()),
+        StructField("engineInfo", StringType()),
+        # acidtables' own
+        StructField("acid_operation", StringType()),
+        StructField("time_version", TimestampType()),
+        StructField("txn_id", StringType()),
+        StructField("retries", LongType()),
+        StructField("files_added", LongType()),
+        StructField("files_removed", LongType()),
+        StructField("rows_added", LongType()),
+        StructField("rows_removed", LongType()),
+    ]
+)
+
+
+def _parameters(entry: HistoryEntry, partition_by: Sequence[str]) -> dict[str, str]:
+    """Delta's operationParameters, as far as the commit record says them."""
+    op = entry.operation
+    if op in (Operation.INSERT_INTO, Operation.INSERT_OVERWRITE):
+        mode = "Append" if op is Operation.INSERT_INTO else "Overwrite"
+        out = {"mode": mode, "partitionBy": json.dumps(list(partition_by))}
+    else:
+        out = {}
+    if entry.predicates:
+        out["predicate"] = json.dumps(list(entry.predicates))
+    return out
+
+
+def _metrics(entry: HistoryEntry) -> dict[str, str]:
+    """Delta's operationMetrics that the commit record holds exactly: files added and removed, rows
+    written (numOutputRows)."""
+    out = {
+        "numAddedFiles": str(entry.files_added),
+        "numRemovedFiles": str(entry.files_removed),
+        "numOutputRows": str(entry.rows_added),
+    }
+    if entry.operation in (Operation.INSERT_INTO, Operation.INSERT_OVERWRITE):
+        out["numFiles"] = str(entry.files_added)
+    return out
+
+
+def _isolation(entry: HistoryEntry) -> str | None:
+    # Delta records compactions at SnapshotIsolation: they change no data, so nothing they read can be stale
+    if entry.operation.rewrites:
+        return "SnapshotIsolation"
+    return entry.isolation_level
+
+
 def history(spark: SparkSession, table: Table, limit: int | None = None) -> DataFrame:
-    schema = StructType(
-        [
-            StructField("version", LongType()),
-            StructField("time_version", TimestampType()),
-            StructField("committed_at", TimestampType()),
-            StructField("operation", StringType()),
-            StructField("txn_id", StringType()),
-            StructField("read_version", LongType()),
-            StructField("retries", LongType()),
-            StructField("files_added", LongType()),
-            StructField("files_removed", LongType()),
-            StructField("rows_added", LongType()),
-            StructField("rows_removed", LongType()),
-            StructField("is_blind_append", BooleanType()),
-        ]
-    )
+    """`DESCRIBE HISTORY`: Delta Lake's columns in its names and types (its operation names, such as
+    WRITE and OPTIMIZE; operationParameters and operationMetrics as far as the log records them), then
+    acidtables' own (`acid_operation` spells the operation as acidtables does: INSERT INTO, MINOR
+    COMPACT)."""
+    engine = f"acidtables/{acidtables_version} Apache-Spark/{spark.version}"
+    partition_by = table.metadata.partition_by
     rows = [
         (
             h.version,
-            h.time_version,
             h.committed_at,
-            h.operation.display,
-            h.txn_id,
+            None,
+            None,
+            DELTA_OPERATIONS[h.operation],
+            _parameters(h, partition_by),
+            None,
             h.read_version,
+            _isolation(h),
+            h.is_blind_append,
+            _metrics(h),
+            json.dumps(dict(h.user_metadata), sort_keys=True) if h.user_metadata else None,
+            engine,
+            h.operation.display,
+            h.time_version,
+            h.txn_id,
             h.retries,
             h.files_added,
             h.files_removed,
             h.rows_added,
             h.rows_removed,
-            h.is_blind_append,
         )
         for h in table.history(limit)
     ]
-    return spark.createDataFrame(rows, schema)
+    return spark.createDataFrame(rows, HISTORY_SCHEMA)
 
 
 __all__ = ["FILE", "changes", "history", "read", "read_snapshot"]

@@ -96,8 +96,9 @@ def file_struct(meta: TableMetadata) -> StructType:
 def check_schema(meta: TableMetadata, struct: StructType, *, call: str, hint: str = "merge_schema=True") -> None:
     """Refuse a DataFrame schema that does not match the table, naming every offending column at once.
 
-    Columns are matched by name, case-insensitively; a nullable/not-null difference is no mismatch (NOT
-    NULL is enforced on the rows written). `call` names the user's call, `hint` how its API adds columns.
+    Columns are matched by name, case-insensitively; a nullable/not-null difference, nested ones
+    included, is no mismatch (NOT NULL is enforced on the rows written). `call` names the user's call,
+    `hint` how its API adds columns.
     """
     expected = table_struct(meta)
     by_name = {f.name.lower(): f for f in struct.fields}
@@ -106,7 +107,7 @@ def check_schema(meta: TableMetadata, struct: StructType, *, call: str, hint: st
         got = by_name.pop(field.name.lower(), None)
         if got is None:
             problems.append(f"missing column {field.name} {field.dataType.simpleString()}")
-        elif got.dataType != field.dataType:
+        elif nullable(got.dataType) != nullable(field.dataType):
             problems.append(
                 f"column {field.name} is {got.dataType.simpleString()}, the table has {field.dataType.simpleString()}"
             )
@@ -116,6 +117,19 @@ def check_schema(meta: TableMetadata, struct: StructType, *, call: str, hint: st
         raise InvalidArgumentError(
             f"{call}: the DataFrame does not match the table {meta.name} ({meta.schema_ddl}): " + "; ".join(problems)
         )
+
+
+def nullable(data_type: DataType) -> DataType:
+    """`data_type` with every nested field, element and value nullable: whether a struct's field may be
+    NULL is no type mismatch (a `named_struct` of literals has NOT NULL fields, a table's struct type
+    nullable ones)."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType([T.StructField(f.name, nullable(f.dataType), True) for f in data_type.fields])
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(nullable(data_type.keyType), nullable(data_type.valueType), True)
+    return data_type
 
 
 def conform(df: DataFrame, meta: TableMetadata, *, method: str) -> DataFrame:
@@ -131,12 +145,22 @@ def by_name_of(df: DataFrame, name: str) -> str:
     return name
 
 
+def column_type(data_type: DataType) -> str:
+    """A Spark type as a column type: `BIGINT`, `DECIMAL(10,2)`, `struct<x:int>` (a nested type keeps its
+    field names as written)."""
+    text = data_type.simpleString()
+    return text.upper() if isinstance(data_type, T.AtomicType) else text
+
+
+def frame_columns(df: DataFrame) -> list[Column]:
+    """The columns of `df`, nullable as a table created from a query's are (Spark's CTAS)."""
+    return [Column(f.name, column_type(f.dataType), True) for f in df.schema.fields]
+
+
 def new_columns(df: DataFrame, meta: TableMetadata) -> list[Column]:
     """Columns of `df` the table does not have yet (for merge_schema=True)."""
     known = {c.name.lower() for c in meta.columns}
-    return [
-        Column(f.name, f.dataType.simpleString().upper(), True) for f in df.schema.fields if f.name.lower() not in known
-    ]
+    return [c for c in frame_columns(df) if c.name.lower() not in known]
 
 
 #: SQL names of the text types: a partition value of these is its directory name's text

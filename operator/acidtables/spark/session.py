@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from acidtables.core import ObjectStore
+from acidtables.core import Catalog, ObjectStore
 
 
 def object_store_conf(store: ObjectStore) -> dict[str, str]:
@@ -44,10 +44,16 @@ def session_conf(memory: str) -> dict[str, str]:
 
 
 def local_session(
-    app_name: str = "acidtables", *, cores: int = 2, memory: str = "2g", conf: Mapping[str, str] | None = None
+    app_name: str = "acidtables",
+    *,
+    cores: int = 2,
+    memory: str = "2g",
+    conf: Mapping[str, str] | None = None,
+    catalog: Catalog | None = None,
 ) -> SparkSession:
     """local[cores], no UI, few shuffle partitions, then `conf`; the `acidtables` data source is
-    registered.
+    registered, and with `catalog` the session carries it (use_catalog: `sql()` and `format("acidtables")`
+    use it unless told otherwise).
 
     Local Spark talks to itself only, so it is told to use the loopback address: otherwise its JVM
     resolves the machine's host name first and does not start at all where that name resolves to
@@ -57,6 +63,7 @@ def local_session(
     return spark_session(
         app_name,
         memory=memory,
+        catalog=catalog,
         conf={
             "spark.master": f"local[{cores}]",
             "spark.ui.enabled": "false",
@@ -68,9 +75,11 @@ def local_session(
     )
 
 
-def spark_session(app_name: str, *, memory: str, conf: Mapping[str, str]) -> SparkSession:
+def spark_session(
+    app_name: str, *, memory: str, conf: Mapping[str, str], catalog: Catalog | None = None
+) -> SparkSession:
     """A SparkSession with session_conf() and then `conf` (which names the master), the `acidtables`
-    data source registered."""
+    data source registered (carrying `catalog`, if given: use_catalog)."""
     from .datasource import register
 
     # Python workers (UDFs, the acidtables data source) must import the same packages as the driver;
@@ -81,7 +90,7 @@ def spark_session(app_name: str, *, memory: str, conf: Mapping[str, str]) -> Spa
     for key, value in {**session_conf(memory), **conf}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    register(spark)
+    register(spark, catalog)
     return spark
 
 

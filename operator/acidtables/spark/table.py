@@ -75,6 +75,7 @@ class SparkTable:
         *,
         partition: Mapping[str, Any] | None = ...,
         dynamic: bool = ...,
+        replace_where: str | None = ...,
         merge_schema: bool = ...,
         commit: Literal[True] = ...,
     ) -> CommitInfo: ...
@@ -85,6 +86,7 @@ class SparkTable:
         *,
         partition: Mapping[str, Any] | None = ...,
         dynamic: bool = ...,
+        replace_where: str | None = ...,
         merge_schema: bool = ...,
         commit: Literal[False],
     ) -> Prepared: ...
@@ -95,6 +97,7 @@ class SparkTable:
         *,
         partition: Mapping[str, Any] | None = ...,
         dynamic: bool = ...,
+        replace_where: str | None = ...,
         merge_schema: bool = ...,
         commit: bool,
     ) -> Result: ...
@@ -105,12 +108,20 @@ class SparkTable:
         *,
         partition: Mapping[str, Any] | None = None,
         dynamic: bool = False,
+        replace_where: str | None = None,
         merge_schema: bool = False,
         commit: bool = True,
     ) -> Result:
+        """Replace the whole table, one static `partition`, the partitions `df` has rows in (`dynamic`),
+        or the rows `replace_where` selects (Delta's replaceWhere: every row of `df` must satisfy it)."""
         df = self._check_df(df, "insert_overwrite")
         prepared = writes.insert_overwrite(
-            self.table, df, partition=partition, dynamic=dynamic, merge_schema=merge_schema
+            self.table,
+            df,
+            partition=partition,
+            dynamic=dynamic,
+            replace_where=replace_where,
+            merge_schema=merge_schema,
         )
         return _finish(prepared, commit)
 
@@ -210,6 +221,11 @@ class SparkTable:
             start_time=start_time,
             end_time=end_time,
         )
+
+    def restore(self, version: int | None = None, timestamp: TimeLike | None = None) -> CommitInfo:
+        """Commit one version whose files are those of an earlier `version` (or the version current at
+        `timestamp`): Table.restore, Delta Lake's RESTORE."""
+        return self.table.restore(version=version, timestamp=timestamp)
 
     def history(self, limit: int | None = None) -> DataFrame:
         return reads.history(self.spark, self.table, limit)

@@ -24,6 +24,7 @@ from acidtables.core import (
 )
 
 from .files import file_kind, write_staged
+from .modify import delete_where, holds, validate_condition
 from .prepared import Prepared, preparing
 from .schema import (
     OP_COLUMN,
@@ -111,12 +112,16 @@ def insert_overwrite(
     *,
     partition: Mapping[str, Any] | None = None,
     dynamic: bool = False,
+    replace_where: str | None = None,
     merge_schema: bool = False,
 ) -> Prepared:
-    """Replace the whole table, one static partition, or (dynamic) the partitions present in `df`."""
+    """Replace the whole table, one static partition, (dynamic) the partitions present in `df`, or the
+    rows `replace_where` selects."""
     method = "insert_overwrite"
-    if partition is not None and dynamic:
-        raise InvalidArgumentError(f"{method}(): give partition= or dynamic=True, not both")
+    if sum((partition is not None, bool(dynamic), replace_where is not None)) > 1:
+        raise InvalidArgumentError(f"{method}(): give one of partition=, dynamic=True and replace_where=")
+    if replace_where is not None:
+        return _replace_where(table, df, replace_where, merge_schema=merge_schema)
     tx = table.begin("insert_overwrite")
     with preparing(tx):
         record_source_reads(df, tx)
@@ -151,6 +156,36 @@ def insert_overwrite(
         files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=True))
         tx.add_files(files)
     return Prepared(tx, {"files_written": len(files), "partitions": targets})
+
+
+def _replace_where(table: Table, df: DataFrame, predicate: str, *, merge_schema: bool) -> Prepared:
+    """Delta's replaceWhere: delete the rows `predicate` selects and insert `df`, whose every row must
+    satisfy it (DELTA_REPLACE_WHERE_MISMATCH otherwise, and nothing is committed). The conflict rules
+    judge what the commit holds: the predicate's read and removals, and an insert."""
+    method = "insert_overwrite"
+    if not isinstance(predicate, str) or not predicate.strip():
+        raise InvalidArgumentError(f"{method}(): replace_where must be a SQL condition such as \"dt >= '2026-11-01'\"")
+    tx = table.begin("insert_overwrite")
+    with preparing(tx):
+        record_source_reads(df, tx)
+        meta = tx.metadata
+        if meta.primary_key:
+            raise InvalidArgumentError(
+                f"{method}(): replace_where is for tables without a primary key; on {meta.name} (merge-on-read) "
+                "write the rows with insert_into, which replaces each key, or overwrite whole partitions"
+            )
+        spark = df.sparkSession
+        validate_condition(spark, meta, predicate, method)
+        rows = prepare_rows(df, tx, method=method, merge_schema=merge_schema)
+        if rows.filter(~holds(predicate)).limit(1).count():
+            raise InvalidArgumentError(
+                f"{method}(): a row of the DataFrame does not satisfy replace_where {predicate!r} (Delta's "
+                "DELTA_REPLACE_WHERE_MISMATCH); write only rows it selects. Nothing was committed"
+            )
+        summary = delete_where(spark, tx, predicate)
+        files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=True))
+        tx.add_files(files)
+    return Prepared(tx, {**summary, "files_written": len(files), "replace_where": predicate})
 
 
 def truncate(table: Table, *, partition: Mapping[str, Any] | None = None) -> Prepared:

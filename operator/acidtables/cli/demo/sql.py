@@ -53,6 +53,24 @@ STEPS: tuple[tuple[str, Call, str], ...] = (
         "insert_overwrite(df, partition={'dt': 'a'})",
     ),
     ("ALTER TABLE {t} COMPACT MINOR", lambda t: t.compact("minor"), 'compact("minor")'),
+    (
+        "MERGE INTO {t} o USING (SELECT 3 AS id, 'gone' AS v, 'b' AS dt UNION ALL SELECT 5, 'new', 'b') u "
+        "ON o.id = u.id AND o.dt = u.dt WHEN MATCHED AND u.v = 'gone' THEN DELETE WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT * WHEN NOT MATCHED BY SOURCE AND o.dt = 'b' THEN UPDATE SET v = 'stale'",
+        lambda t: (
+            t.merge(
+                t.spark.sql("SELECT 3 AS id, 'gone' AS v, 'b' AS dt UNION ALL SELECT 5, 'new', 'b'"),
+                "t.id = s.id AND t.dt = s.dt",
+            )
+            .when_matched_delete("s.v = 'gone'")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_update({"v": "'stale'"}, "t.dt = 'b'")
+            .execute()
+        ),
+        "merge(...).when_matched_delete(c).when_matched_update_all()...when_not_matched_by_source_update(...)",
+    ),
+    ("RESTORE TABLE {t} TO VERSION AS OF 1", lambda t: t.restore(version=1), "restore(version=1)"),
 )
 
 
@@ -70,7 +88,7 @@ class SqlStep:
 class SqlTour:
     table: str
     steps: tuple[SqlStep, ...]
-    #: rows of `SELECT ... VERSION AS OF 1` (the first insert) and of the head
+    #: rows of `SELECT ... VERSION AS OF 1` (the first insert) and of the head (restored to version 1)
     rows_at_version_1: int
     rows_now: int
 

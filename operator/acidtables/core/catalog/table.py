@@ -26,8 +26,9 @@ from acidtables.core.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from acidtables.core.expressions import expr_sql
 from acidtables.core.log.operations import REWRITES, Operation
-from acidtables.core.log.records import CommitRecord, DataFile, TableMetadata, to_datetime
+from acidtables.core.log.records import CommitInfo, CommitRecord, DataFile, TableMetadata, to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.log.tablelog import ArchiveReport, TableLog, archive_log
@@ -35,6 +36,7 @@ from acidtables.core.maintenance import maintenance, retention
 from acidtables.core.maintenance.fsck import FsckReport, fsck
 from acidtables.core.maintenance.maintenance import CleanupReport
 from acidtables.core.maintenance.repair import RepairReport, repair
+from acidtables.core.maintenance.restore import restore
 from acidtables.core.maintenance.retention import ExpireReport, VacuumReport, check_minimum, check_readable
 from acidtables.core.storage.storage import Storage
 
@@ -91,6 +93,10 @@ class HistoryEntry:
     user_metadata: Mapping[str, str]
     #: True for an append that read nothing of the table (Delta's isBlindAppend)
     is_blind_append: bool = False
+    #: the `delta` policy's isolation level the commit was judged at; None under the MaxCompute policies
+    isolation_level: str | None = None
+    #: what the commit read, as Spark SQL conditions (empty for a blind append or a whole-table read)
+    predicates: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +113,8 @@ class HistoryEntry:
             "rows_removed": self.rows_removed,
             "user_metadata": dict(self.user_metadata),
             "is_blind_append": self.is_blind_append,
+            "isolation_level": self.isolation_level,
+            "predicates": list(self.predicates),
         }
 
 
@@ -237,8 +245,18 @@ class Table:
         """The version a read as of `timestamp` sees: the data of the newest data commit at or before it,
         in the newest version that still holds exactly that data (after it, compactions, clustering and
         ALTERs up to the next data commit; `TableLog.version_as_of`). At or after the last data commit
-        that is the head."""
+        that is the head; a time later than now is refused (VersionNotFoundError), since what it reads
+        could still change."""
         time_us = to_time_us(timestamp, argument="timestamp", method=method)
+        now_us = self._services.clock()
+        if time_us > now_us:
+            # Delta's DELTA_TIMESTAMP_GREATER_THAN_COMMIT, for the case that matters: a read as of a time
+            # still to come would read differently once commits land before it
+            raise VersionNotFoundError(
+                f"{method}(): {to_datetime(time_us)} is later than now ({to_datetime(now_us)}); a read as of a "
+                "time still to come could change as commits land (Delta's DELTA_TIMESTAMP_GREATER_THAN_COMMIT). "
+                "Give a time up to now: one after the last commit reads the current version"
+            )
         try:
             found = self._log.version_as_of(time_us, self._decode)
         except LookupError:
@@ -264,6 +282,8 @@ class Table:
             raise InvalidArgumentError("begin(): tables are created with Catalog.create_table()")
         if op is Operation.REPAIR:
             raise InvalidArgumentError("begin(): a repair is committed by Table.repair() (acidtables fsck --repair)")
+        if op is Operation.RESTORE:
+            raise InvalidArgumentError("begin(): a restore is committed by Table.restore(version= or timestamp=)")
         return self._begin(op, user_metadata)
 
     def _begin(self, op: Operation, user_metadata: Mapping[str, str] | None) -> Transaction:
@@ -367,6 +387,8 @@ class Table:
                     rows_removed=sum(f.live_rows for f in r.removes),
                     user_metadata=r.user_metadata,
                     is_blind_append=r.blind_append,
+                    isolation_level=r.isolation_level.value if r.isolation_level else None,
+                    predicates=tuple(expr_sql(p) for p in r.read_predicates),
                 )
             )
         return out
@@ -559,6 +581,22 @@ class Table:
         # from etcd's head, not the newest this process remembers: the files checked are the current ones
         self._coordinator.forget_head(self.table_id)
         return repair(self._begin(Operation.REPAIR, None), dry_run=dry_run)
+
+    @names_damage
+    def restore(self, version: int | None = None, timestamp: TimeLike | None = None) -> CommitInfo:
+        """Commit one version whose files are those of an earlier `version` (or the version current at
+        `timestamp`), as Delta Lake's RESTORE does: no data file is read or written, history says
+        RESTORE, and the conflict rules judge it as an overwrite of the whole table. Restoring to what
+        the table already holds commits nothing (`skipped`).
+
+        Raises DataFilesMissingError, committing nothing, when vacuum has deleted files that version
+        needs; InvalidArgumentError on a primary-key table or a version of other columns.
+
+            catalog.table("sales.orders").restore(version=3)"""
+        if (version is None) == (timestamp is None):
+            raise InvalidArgumentError("restore(): give the version to restore (version=) or a time (timestamp=)")
+        earlier = self.snapshot(version=version, timestamp=timestamp)
+        return restore(self._begin(Operation.RESTORE, None), earlier)
 
     @names_damage
     def fsck(self) -> FsckReport:

@@ -22,6 +22,7 @@ from acidtables.core.commit.file_checks import prove_new_file, prove_re_added_fi
 from acidtables.core.commit.presence import find_missing
 from acidtables.core.errors import (
     CorruptMetadataError,
+    DataFilesMissingError,
     InvalidArgumentError,
     StorageUnavailableError,
     TableNotFoundError,
@@ -205,6 +206,35 @@ class Transaction:
             if self.operation in REWRITES:
                 file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
             self._adds[file.path] = file
+        self._publish_scope()
+
+    def add_earlier_files(self, files: Sequence[DataFile], *, version: int) -> None:
+        """Make entries of an earlier `version` of this table live again, as they were (a restore):
+        files the table once had, so not new ones to prove, but each must still hold its recorded bytes.
+        Raises DataFilesMissingError naming every one that is gone or changed size (vacuum deletes the
+        files only old versions need), adding nothing."""
+        self._check_open("add_earlier_files")
+        entries = [replace(f, path=self._storage.relative(f.path), added_version=None) for f in files]
+        live = self.snapshot.find([f.path for f in entries])
+        for file in entries:
+            if file.path in self._adds or (file.path in live and file.path not in self._removes):
+                raise InvalidArgumentError(
+                    f"add_earlier_files(): {file.path} is already in {self.table_name} (remove its current entry first)"
+                )
+        gone = [f.path for f in entries if self._storage.file_size(f.path) != f.size_bytes]
+        if gone:
+            shown = ", ".join(self._storage.absolute(p) for p in gone[:5])
+            more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
+            raise DataFilesMissingError(
+                f"{self.operation.display} of {self.table_name} to version {version} needs {len(gone)} data file(s) "
+                f"that are gone from its location or changed: {shown}{more}. Nothing was committed; vacuum deletes the "
+                "files only versions older than its retention need, so pick a version within it (history())",
+                table=self.table_name,
+                version=version,
+                paths=tuple(self._storage.absolute(p) for p in gone),
+            )
+        for file in entries:
+            self._adds[file.path] = replace(file, data_change=True)
         self._publish_scope()
 
     def remove_files(self, files: Iterable[DataFile | str]) -> None:

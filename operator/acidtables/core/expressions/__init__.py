@@ -8,6 +8,7 @@ turns the common subset of SQL predicates users write into a tree (None for anyt
 
 from acidtables.core.expressions.bounds import ColumnBounds, might_match
 from acidtables.core.expressions.sql import literal_fits, parse_predicate, parse_target_predicate, split_conjuncts
+from acidtables.core.expressions.text import expr_sql
 from acidtables.core.expressions.tree import (
     TRUE,
     And,
@@ -38,6 +39,7 @@ __all__ = [
     "Not",
     "Or",
     "expr_from_json",
+    "expr_sql",
     "in_partitions",
     "literal_fits",
     "might_match",

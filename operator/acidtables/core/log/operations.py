@@ -44,6 +44,9 @@ class Operation(StrEnum):
     #: `Table.repair` / `acidtables fsck --repair`: removes the entries of data files that are gone
     #: (Databricks' FSCK REPAIR TABLE); never begun by hand
     REPAIR = "repair"
+    #: `Table.restore` / RESTORE TABLE: the files of an earlier version become the table's again
+    #: (Delta Lake's RESTORE); never begun by hand
+    RESTORE = "restore"
 
     @property
     def display(self) -> str:
@@ -55,6 +58,11 @@ class Operation(StrEnum):
         """Whether a commit of this operation is a logical data change and so gets a time version (D-20)."""
         return self in _DATA_CHANGING
 
+    @property
+    def rewrites(self) -> bool:
+        """Whether it rewrites existing data without changing it (compaction, clustering)."""
+        return self in REWRITES
+
     @staticmethod
     def parse(value: str | Operation, *, argument: str = "operation", method: str = "begin") -> Operation:
         if isinstance(value, Operation):
@@ -63,7 +71,7 @@ class Operation(StrEnum):
         try:
             return Operation(normalized)
         except ValueError:
-            names = ", ".join(op.value for op in Operation if op not in (Operation.CREATE_TABLE, Operation.REPAIR))
+            names = ", ".join(op.value for op in Operation if op not in NOT_BEGUN_BY_HAND)
             raise InvalidArgumentError(
                 f"{method}(): {argument}={value!r} is not an operation; use one of: {names}"
             ) from None
@@ -80,8 +88,12 @@ _DATA_CHANGING = frozenset(
         # rows of the files it removes leave the table (they were unreadable, but a reader by time must
         # see the version where they went)
         Operation.REPAIR,
+        Operation.RESTORE,
     }
 )
+
+#: operations their own methods commit (Catalog.create_table, Table.repair, Table.restore)
+NOT_BEGUN_BY_HAND = frozenset({Operation.CREATE_TABLE, Operation.REPAIR, Operation.RESTORE})
 
 #: Operations that rewrite existing data without changing it; their added files carry dataChange=false.
 REWRITES = frozenset({Operation.MINOR_COMPACT, Operation.MAJOR_COMPACT, Operation.CLUSTER})
@@ -121,6 +133,8 @@ _MAXCOMPUTE = {
     Operation.MERGE: OpClass.UD,
     # a repair deletes the files it removes: for the matrices it is a DELETE of them (issue 24, item 4)
     Operation.REPAIR: OpClass.UD,
+    # a restore replaces the whole table's files with an earlier version's: an overwrite of it
+    Operation.RESTORE: OpClass.IO_T,
     Operation.MINOR_COMPACT: OpClass.MIN_C,
     Operation.MAJOR_COMPACT: OpClass.MAJ_C,
     Operation.CLUSTER: OpClass.CLU,
@@ -143,6 +157,8 @@ _DELTA = {
     Operation.DELETE: OpClass.DEL,
     # a repair removes the entries of files that are gone and reads exactly those: a DELETE of them
     Operation.REPAIR: OpClass.DEL,
+    # a restore reads the whole table and removes and re-adds files: an overwrite of all of it
+    Operation.RESTORE: OpClass.DEL,
     Operation.MERGE: OpClass.MRG,
     Operation.MINOR_COMPACT: OpClass.OPT,
     Operation.MAJOR_COMPACT: OpClass.OPT,

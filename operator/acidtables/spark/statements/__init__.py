@@ -17,13 +17,14 @@ from sqlglot import exp
 
 from acidtables.core import AcidTablesError, Catalog, InvalidArgumentError, Table, TableNotFoundError
 
+from ..datasource import session_catalog
 from ..prepared import Prepared
 from ..reads import history
 from ..table import SparkTable
 from . import ddl, describe, writes
 from .clauses import column_path, refuse_other_parts, refuse_table_parts, spark_sql
-from .dialect import Compact, Optimize, ShowTables, parse_statement
-from .references import CATALOG_NAME, Tables
+from .dialect import Compact, Optimize, Restore, ShowTables, parse_statement
+from .references import CATALOG_NAME, Tables, version_clause
 
 #: how often a write whose source reads its own target is prepared again when a commit landed between
 #: pinning the source's snapshot and starting the transaction (the source must read the version the
@@ -34,12 +35,15 @@ _default_lock = threading.Lock()
 _default_catalog: Catalog | None = None
 
 
-def _catalog(catalog: Catalog | None) -> Catalog:
+def _catalog(spark: SparkSession, catalog: Catalog | None) -> Catalog:
     global _default_catalog
     if catalog is not None:
         if not isinstance(catalog, Catalog):
             raise InvalidArgumentError(f"sql(): catalog must be an acidtables Catalog, found {type(catalog).__name__}")
         return catalog
+    carried = session_catalog(spark)
+    if carried is not None:
+        return carried
     with _default_lock:
         if _default_catalog is None:
             _default_catalog = Catalog.connect()
@@ -53,13 +57,14 @@ def sql(spark: SparkSession, statement: str, *, catalog: Catalog | None = None, 
     returns the Table (PreparedCreate with commit=False), DROP TABLE its DropReport (None when nothing
     was dropped), ALTER TABLE ... ADD COLUMNS / SET TBLPROPERTIES its CommitInfo.
 
-    `catalog` defaults to `Catalog.connect()` (the ACIDTABLES_* environment), made once per process."""
+    `catalog` defaults to the session's (use_catalog, local_session(catalog=...)), else to
+    `Catalog.connect()` (the ACIDTABLES_* environment), made once per process."""
     if not isinstance(spark, SparkSession):
         raise InvalidArgumentError(f"sql(): expected a SparkSession, found {type(spark).__name__}")
     if not isinstance(commit, bool):
         raise InvalidArgumentError(f"sql(): commit must be True or False, found {commit!r}")
     tree = parse_statement(statement)
-    cat = _catalog(catalog)
+    cat = _catalog(spark, catalog)
     for _ in range(REPIN_ATTEMPTS):
         tables = Tables.of(spark, cat, tree)
         try:
@@ -79,7 +84,7 @@ class _Repin(AcidTablesError):
 def _run(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Expr, statement: str, *, commit: bool) -> Any:
     if isinstance(tree, exp.Create):
         if ddl.is_acidtables_create(tree):
-            return ddl.create(catalog, tree, commit=commit)
+            return ddl.create(spark, catalog, tables, tree, commit=commit)
         return _elsewhere(spark, tables, tree, statement)
     if isinstance(tree, exp.Drop) and str(tree.args.get("kind", "")).upper() == "TABLE":
         return _drop(spark, catalog, tables, tree, statement)
@@ -87,6 +92,8 @@ def _run(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Expr, 
         return _show_tables(spark, catalog, tree, statement)
     if isinstance(tree, Optimize):
         return _optimize(spark, tables, tree, commit=commit)
+    if isinstance(tree, Restore):
+        return _restore(spark, tables, tree, commit=commit)
     if isinstance(tree, exp.Describe) and str(tree.args.get("kind") or "TABLE").upper() == "TABLE":
         described = tables.resolve(tree.this) if isinstance(tree.this, exp.Table) else None
         if described is None:
@@ -206,6 +213,15 @@ def _optimize(spark: SparkSession, tables: Tables, tree: Optimize, *, commit: bo
     return target.cluster(columns, where=condition, commit=commit)
 
 
+def _restore(spark: SparkSession, tables: Tables, tree: Restore, *, commit: bool) -> Any:
+    table = tables.require(tree.this, "RESTORE")
+    refuse_table_parts(tree.this, "RESTORE")
+    if not commit:
+        raise InvalidArgumentError("sql(): RESTORE commits at once (Table.restore); commit=False is not supported")
+    kind, value = version_clause(spark, tree.args["version"])
+    return table.restore(version=int(value)) if kind == "VERSION" else table.restore(timestamp=value)
+
+
 def _compact(spark: SparkSession, table: Table, tree: exp.Alter, action: Compact, *, commit: bool) -> Any:
     kind = action.this.name.lower() if action.this is not None else ""
     if kind not in ("minor", "major"):
@@ -234,9 +250,9 @@ def _write(spark: SparkSession, tables: Tables, tree: exp.Expr, statement: str, 
             raise InvalidArgumentError("sql(): TRUNCATE TABLE takes one table")
         prepared = writes.truncate(target, tree, commit=False)
     elif isinstance(tree, exp.Update):
-        prepared = writes.update(target, tree, commit=False)
+        prepared = writes.update(target, tables, tree, commit=False)
     elif isinstance(tree, exp.Delete):
-        prepared = writes.delete(target, tree, commit=False)
+        prepared = writes.delete(target, tables, tree, commit=False)
     else:
         assert isinstance(tree, exp.Merge)
         prepared = writes.merge(target, tables, tree, commit=False)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from acidtables.core import Catalog, Column, InvalidArgumentError
 
+from ..schema import frame_columns
+from ..table import SparkTable
 from .clauses import refuse_other_parts, spark_sql
 from .references import DEFAULT_NAMESPACE, Tables
 
@@ -106,13 +109,11 @@ def _column(item: exp.Expr, statement: str, *, added: bool) -> tuple[Column, boo
     return Column(item.name, spark_sql(item.args["kind"]), nullable), key, comment
 
 
-def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
-    if tree.expression is not None:
-        raise InvalidArgumentError(
-            "sql(): CREATE TABLE ... USING acidtables AS SELECT is not supported; CREATE the table, then INSERT INTO it"
-        )
+def create(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Create, *, commit: bool) -> Any:
     if tree.args.get("replace"):
         raise InvalidArgumentError("sql(): CREATE OR REPLACE TABLE is not supported for acidtables tables")
+    if tree.expression is not None:
+        return _create_as_select(spark, catalog, tables, tree, commit=commit)
     schema = tree.this
     if not isinstance(schema, exp.Schema) or not isinstance(schema.this, exp.Table):
         raise InvalidArgumentError("sql(): CREATE TABLE ... USING acidtables needs a column list")
@@ -134,6 +135,25 @@ def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
             keys.setdefault("PRIMARY KEY on the columns", []).append(column.name)
         if comment is not None:
             properties[COMMENT_PROPERTY + column.name] = comment
+    options = _options(tree, columns, keys, properties)
+    if tree.args.get("exists") and _exists(catalog, name):
+        return None
+    prepared = catalog.prepare_create_table(name, columns, **options)
+    if not commit:
+        return prepared
+    prepared.commit()
+    return catalog.table(name)
+
+
+def _exists(catalog: Catalog, name: str) -> bool:
+    return name.lower() in {n.lower() for n in catalog.list_tables(name.split(".")[0])}
+
+
+def _options(
+    tree: exp.Create, columns: list[Column], keys: dict[str, list[str]], properties: dict[str, str]
+) -> dict[str, Any]:
+    """create_table's keyword arguments from the statement's properties (USING, PARTITIONED BY,
+    LOCATION, COMMENT, TBLPROPERTIES) and the primary key however it was given."""
     options: dict[str, Any] = {}
     formats = 0
     for prop in tree.args["properties"].expressions:
@@ -164,12 +184,41 @@ def create(catalog: Catalog, tree: exp.Create, *, commit: bool) -> Any:
         options["primary_key"] = next(iter(keys.values()))
     if properties:
         options["properties"] = properties
-    if tree.args.get("exists") and name.lower() in {n.lower() for n in catalog.list_tables(name.split(".")[0])}:
-        return None
-    prepared = catalog.prepare_create_table(name, columns, **options)
+    return options
+
+
+def _create_as_select(spark: SparkSession, catalog: Catalog, tables: Tables, tree: exp.Create, *, commit: bool) -> Any:
+    """CREATE TABLE t USING acidtables [PARTITIONED BY (...)] [...] AS SELECT: the table takes the
+    query's columns (nullable, as Spark's CTAS makes them) and its rows. Two versions, CREATE TABLE and
+    INSERT INTO, where Delta Lake writes one; if the insert fails the new table is dropped again, so a
+    failed statement leaves nothing."""
+    target = tree.this
+    if isinstance(target, exp.Schema):
+        raise InvalidArgumentError(
+            "sql(): CREATE TABLE ... (columns) ... AS SELECT: leave out the column list (the query gives the columns)"
+        )
+    if not isinstance(target, exp.Table):
+        raise InvalidArgumentError("sql(): CREATE TABLE ... AS SELECT: name the table as namespace.name")
+    refuse_other_parts(tree, ("this", "kind", "exists", "properties", "expression"), "CREATE TABLE ... AS SELECT")
+    refuse_other_parts(target, ("this", "db", "catalog"), "CREATE TABLE ... AS SELECT")
     if not commit:
-        return prepared
-    prepared.commit()
+        raise InvalidArgumentError("sql(): CREATE TABLE ... AS SELECT commits at once; commit=False is not supported")
+    name = catalog_name(target, "CREATE TABLE")
+    try:  # resolved now: a query that does not resolve creates nothing
+        rows = tables.query(tree.expression)
+        columns = frame_columns(rows)
+    except Exception as exc:  # AnalysisException: report it as our own error
+        first = str(exc).strip().splitlines()[0]
+        raise InvalidArgumentError(f"sql(): CREATE TABLE ... AS SELECT: the query does not resolve: {first}") from None
+    options = _options(tree, columns, {}, {})
+    if tree.args.get("exists") and _exists(catalog, name):
+        return None
+    table = catalog.create_table(name, columns, **options)
+    try:
+        SparkTable(spark, table).insert_into(rows)
+    except BaseException:
+        catalog.drop_table(name, delete_data=True)
+        raise
     return catalog.table(name)
 
 

@@ -1,6 +1,6 @@
-"""The SQL acidtables reads: Spark's dialect as sqlglot parses it, plus the four statements Spark's own
+"""The SQL acidtables reads: Spark's dialect as sqlglot parses it, plus the statements Spark's own
 grammar lacks and the seeds use: MaxCompute's `ALTER TABLE ... [PARTITION (...)] COMPACT MINOR|MAJOR`,
-Delta Lake's `OPTIMIZE ... [WHERE ...] [ZORDER BY (...)]` and `DESCRIBE DETAIL`, and `SHOW TABLES
+Delta Lake's `OPTIMIZE ... [WHERE ...] [ZORDER BY (...)]`, `RESTORE` and `DESCRIBE DETAIL`, and `SHOW TABLES
 [IN|FROM namespace] [LIKE 'pattern']` as a statement with parts (sqlglot keeps it as opaque text).
 
 Why sqlglot and not Spark's parser through the session: Spark hands back a JVM plan that can only be
@@ -35,6 +35,13 @@ class Optimize(exp.Expression):
     arg_types: ClassVar[dict[str, bool]] = {"this": True, "where": False, "zorder": False}
 
 
+class Restore(exp.Expression):
+    """`RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF expression` (Delta Lake's); `version`
+    is the clause, as a table reference's time travel is."""
+
+    arg_types: ClassVar[dict[str, bool]] = {"this": True, "version": True}
+
+
 class ShowTables(exp.Expression):
     """`SHOW TABLES [IN|FROM namespace] [LIKE 'pattern']`."""
 
@@ -62,6 +69,18 @@ class AcidSparkParser(SparkParser):
             if self._match_text_seq("ZORDER", "BY"):
                 zorder = exp.Tuple(expressions=self._parse_wrapped_csv(self._parse_column))
             return cast(exp.Expr, self.expression(Optimize(this=table, where=where, zorder=zorder)))
+        if self._curr and self._curr.text.upper() == "RESTORE" and self._next:
+            self._advance()
+            self._match(TokenType.TABLE)
+            table = self._parse_table_parts()
+            self._match_text_seq("TO")
+            kind = "VERSION" if self._match_text_seq("VERSION", "AS", "OF") else None
+            if kind is None and self._match_text_seq("TIMESTAMP", "AS", "OF"):
+                kind = "TIMESTAMP"
+            if kind is None:
+                self.raise_error("expected VERSION AS OF <version> or TIMESTAMP AS OF <timestamp>")
+            clause = exp.Version(this=kind, kind="AS OF", expression=self._parse_bitwise())
+            return cast(exp.Expr, self.expression(Restore(this=table, version=clause)))
         if self._curr and self._curr.token_type == TokenType.SHOW:
             self._advance()
             if not self._match_text_seq("TABLES"):

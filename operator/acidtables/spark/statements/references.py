@@ -108,7 +108,7 @@ class Tables:
 
     def pin(self, table: Table, version: exp.Version | None = None) -> Pin:
         """The one snapshot of `table` for this statement at `version` (a VERSION / TIMESTAMP AS OF clause)."""
-        kind, value = _version_clause(self.spark, version)
+        kind, value = version_clause(self.spark, version)
         key = (table.table_id, kind, value)
         if key not in self._pins:
             if kind == "VERSION":
@@ -187,7 +187,8 @@ class Tables:
             return self.spark.sql(text)
 
 
-def _version_clause(spark: SparkSession, version: exp.Version | None) -> tuple[str, str]:
+def version_clause(spark: SparkSession, version: exp.Version | None) -> tuple[str, str]:
+    """("VERSION", "n") or ("TIMESTAMP", an ISO instant) for a time-travel clause; ("", "") for none."""
     if version is None:
         return "", ""
     kind = str(version.name).upper()

@@ -22,7 +22,16 @@ from .. import merge as merge_api
 from ..prepared import Prepared
 from ..schema import spark_type, table_struct
 from ..table import SparkTable
-from .clauses import names_of, refuse_other_parts, refuse_table_parts, requalify, spark_sql, target_column
+from .clauses import (
+    after_qualifier,
+    column_path,
+    names_of,
+    refuse_other_parts,
+    refuse_table_parts,
+    requalify,
+    spark_sql,
+    target_column,
+)
 from .references import Tables
 
 Result = Any  # CommitInfo, or Prepared with commit=False
@@ -31,9 +40,45 @@ Result = Any  # CommitInfo, or Prepared with commit=False
 def refuse_subqueries(node: exp.Expr | None, where: str) -> None:
     if node is not None and node.find(exp.Select, exp.Subquery):
         raise InvalidArgumentError(
-            f"sql(): {where} {spark_sql(node)!r} holds a subquery, which UPDATE and DELETE do not take; "
+            f"sql(): {where} {spark_sql(node)!r} holds a subquery, which is not supported here; "
             "write it as MERGE INTO ... USING (subquery) ON ..."
         )
+
+
+def _condition(spark_table: SparkTable, tables: Tables, tree: exp.Update | exp.Delete, statement: str) -> str | None:
+    """The WHERE of an UPDATE or DELETE as the API evaluates it. A subquery in it runs as Databricks
+    runs it (delta-spark refuses them): Spark plans it once, as a semi-join, over pinned snapshots of
+    the acidtables tables it reads. Refused by name: a subquery that reads the target itself (the
+    write's own read must be the one the conflict rules judge) and one that names the target's columns
+    by its name or alias (correlated that way, it would be read against the wrong table here); both are
+    MERGE INTO ... USING (subquery) ON ..., which runs them."""
+    where = tree.args.get("where")
+    if where is None:
+        return None
+    subqueries = [q for q in where.this.find_all(exp.Select) if q is not where.this]
+    if not subqueries:
+        return _own_columns(where.this, tree.this, statement)
+    target = spark_table.table
+    target_names = names_of(tree.this)
+    hint = "write it as MERGE INTO ... USING (subquery) ON ..."
+    for query in subqueries:
+        for node in query.find_all(exp.Table):
+            found = tables.resolve(node) if node.name else None
+            if found is not None and found.table_id == target.table_id:
+                raise InvalidArgumentError(
+                    f"sql(): {statement} ... WHERE: the subquery {spark_sql(query)!r} reads {target.name}, the table "
+                    f"being written, which is not supported; {hint}"
+                )
+        for column in query.find_all(exp.Column):
+            if len(column_path(column)) > 1 and after_qualifier(column, target_names) is not None:
+                raise InvalidArgumentError(
+                    f"sql(): {statement} ... WHERE: the subquery {spark_sql(query)!r} names {spark_sql(column)} of "
+                    f"{target.name}, which is not supported (a correlated subquery); {hint}"
+                )
+    outside = where.this.copy()
+    for query in [q for q in outside.find_all(exp.Select) if q.find_ancestor(exp.Select) is None]:
+        query.replace(tables.rewrite(query))  # pins what it reads; the views exist while the job runs
+    return _own_columns(outside, tree.this, statement)
 
 
 def _own_columns(node: exp.Expr, target: exp.Table, statement: str) -> str:
@@ -150,14 +195,12 @@ def insert_rows(spark_table: SparkTable, tables: Tables, tree: exp.Insert, state
     target_node = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     meta = spark_table.table.metadata
     static, _ = partition_spec(target_node.args.get("partition"), meta, statement)
-    if tree.args.get("where") is not None:
-        raise InvalidArgumentError(f"sql(): {statement} ... REPLACE WHERE is not supported; use INSERT OVERWRITE")
     if isinstance(tree.args.get("source"), exp.Expr):
         raise InvalidArgumentError(
             f"sql(): {statement} ... TABLE {spark_sql(tree.args['source'])}: write it as "
             f"{statement} ... SELECT * FROM {spark_sql(tree.args['source'])}"
         )
-    refuse_other_parts(tree, ("this", "expression", "overwrite", "by_name", "with_"), statement)
+    refuse_other_parts(tree, ("this", "expression", "overwrite", "by_name", "with_", "where"), statement)
     if tree.expression is None:
         raise InvalidArgumentError(f"sql(): {statement}: expected VALUES or a query")
     source = tables.query(_with_ctes(tree.expression, tree.args.get("with_")))
@@ -216,7 +259,17 @@ def insert(spark_table: SparkTable, tables: Tables, tree: exp.Insert, *, commit:
     refuse_table_parts(target_node, statement, partition=True)
     meta = spark_table.table.metadata
     static, dynamic = partition_spec(target_node.args.get("partition"), meta, statement)
+    replace_where = tree.args.get("where")
+    if replace_where is not None:
+        if overwrite or static or dynamic:
+            raise InvalidArgumentError(
+                f"sql(): {statement} ... REPLACE WHERE takes no PARTITION clause and is INSERT INTO t REPLACE WHERE"
+            )
+        refuse_subqueries(replace_where, "INSERT INTO ... REPLACE WHERE")
+        predicate = _own_columns(replace_where, target_node, statement)
     rows = insert_rows(spark_table, tables, tree, statement)
+    if replace_where is not None:
+        return spark_table.insert_overwrite(rows, replace_where=predicate, commit=commit)
     if not overwrite:
         return spark_table.insert_into(rows, commit=commit)
     if dynamic and static:
@@ -249,14 +302,12 @@ def truncate(spark_table: SparkTable, tree: exp.TruncateTable, *, commit: bool) 
     return spark_table.truncate(partition=static or None, commit=commit)
 
 
-def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result:
+def update(spark_table: SparkTable, tables: Tables, tree: exp.Update, *, commit: bool) -> Result:
     if tree.args.get("from_") is not None:
         raise InvalidArgumentError("sql(): UPDATE ... FROM is not supported; write it as MERGE INTO ... USING ...")
     refuse_other_parts(tree, ("this", "expressions", "where"), "UPDATE")
     refuse_table_parts(tree.this, "UPDATE")
     meta = spark_table.table.metadata
-    where = tree.args.get("where")
-    refuse_subqueries(where, "UPDATE ... WHERE")
     assignments: dict[str, str] = {}
     for item in tree.expressions:
         if not isinstance(item, exp.EQ):
@@ -264,19 +315,19 @@ def update(spark_table: SparkTable, tree: exp.Update, *, commit: bool) -> Result
         column = target_column(item.this, names_of(tree.this), f"UPDATE ... SET {spark_sql(item)}", meta.name)
         refuse_subqueries(item.expression, "UPDATE ... SET")
         assignments[column] = _own_columns(item.expression, tree.this, "UPDATE")
-    condition = _own_columns(where.this, tree.this, "UPDATE") if where is not None else None
+    condition = _condition(spark_table, tables, tree, "UPDATE")
     empty = spark_table.spark.createDataFrame([], table_struct(meta))
     check_assignments(empty, meta, assignments, "UPDATE")
-    return spark_table.update(condition, assignments, commit=commit)
+    with tables.views():  # a subquery in the condition reads the pinned snapshots while the job runs
+        return spark_table.update(condition, assignments, commit=commit)
 
 
-def delete(spark_table: SparkTable, tree: exp.Delete, *, commit: bool) -> Result:
+def delete(spark_table: SparkTable, tables: Tables, tree: exp.Delete, *, commit: bool) -> Result:
     refuse_other_parts(tree, ("this", "where"), "DELETE")
     refuse_table_parts(tree.this, "DELETE")
-    where = tree.args.get("where")
-    refuse_subqueries(where, "DELETE ... WHERE")
-    condition = _own_columns(where.this, tree.this, "DELETE") if where is not None else None
-    return spark_table.delete(condition, commit=commit)
+    condition = _condition(spark_table, tables, tree, "DELETE")
+    with tables.views():  # a subquery in the condition reads the pinned snapshots while the job runs
+        return spark_table.delete(condition, commit=commit)
 
 
 # --- MERGE --------------------------------------------------------------------------------------------
@@ -334,20 +385,22 @@ def _add_clause(
     builder: merge_api.MergeBuilder, when: exp.When, aliased: Any, column: Any, check: Any
 ) -> merge_api.MergeBuilder:
     text = spark_sql(when)
-    if when.args.get("source"):
-        raise InvalidArgumentError(
-            f"sql(): {text}: WHEN NOT MATCHED BY SOURCE is not supported (the API has no such clause); "
-            "supported: WHEN MATCHED ... THEN UPDATE SET / UPDATE SET * / DELETE, WHEN NOT MATCHED ... THEN "
-            "INSERT * / INSERT (...) VALUES (...)"
-        )
     condition = aliased(when.args.get("condition"))
     then = when.args["then"]
-    if when.args.get("matched"):
+    by_source = bool(when.args.get("source"))
+    if when.args.get("matched") or by_source:
         if isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+            if by_source:
+                return builder.when_not_matched_by_source_delete(condition)
             return builder.when_matched_delete(condition)
         if isinstance(then, exp.Update):
             refuse_other_parts(then, ("expressions",), text)
             if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
+                if by_source:
+                    raise InvalidArgumentError(
+                        f"sql(): {text}: WHEN NOT MATCHED BY SOURCE has no source row to take every column from; "
+                        "write UPDATE SET column = expression, ..."
+                    )
                 refuse_other_parts(then.expressions[0], (), text)
                 return builder.when_matched_update_all(condition)
             values: dict[str, str] = {}
@@ -356,6 +409,8 @@ def _add_clause(
                     raise InvalidArgumentError(f"sql(): {text}: expected SET column = expression")
                 values[column(item.this, text)] = aliased(item.expression)
             check(values)
+            if by_source:
+                return builder.when_not_matched_by_source_update(values, condition)
             return builder.when_matched_update(values, condition)
     elif isinstance(then, exp.Insert):
         refuse_other_parts(then, ("this", "expression"), text)
@@ -372,5 +427,6 @@ def _add_clause(
         return builder.when_not_matched_insert(inserted, condition)
     raise InvalidArgumentError(
         f"sql(): {text} is not supported; supported: WHEN MATCHED [AND ...] THEN UPDATE SET ... / UPDATE SET * / "
-        "DELETE, WHEN NOT MATCHED [AND ...] THEN INSERT * / INSERT (...) VALUES (...)"
+        "DELETE, WHEN NOT MATCHED [BY TARGET] [AND ...] THEN INSERT * / INSERT (...) VALUES (...), WHEN NOT MATCHED "
+        "BY SOURCE [AND ...] THEN UPDATE SET ... / DELETE"
     )

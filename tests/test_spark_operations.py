@@ -180,7 +180,7 @@ def test_merge_with_several_clauses_of_a_kind_and_not_matched_by_source_matches_
         ],
         SCHEMA,
     )
-    (
+    info = (
         t.merge(source, "t.id = s.id AND t.dt = s.dt")
         .when_matched_update({"amount": "s.amount * 10"}, "s.amount > 50")
         .when_matched_update({"amount": "s.amount"}, "s.amount > 0")
@@ -191,6 +191,17 @@ def test_merge_with_several_clauses_of_a_kind_and_not_matched_by_source_matches_
         .when_not_matched_by_source_delete("t.amount < 0")
         .execute()
     )
+    # Delta's MERGE metrics: ids 0 and 1 updated, 2 deleted, 300 and 301 inserted; not matched by source,
+    # 3, 6 and 9 (2026-11-01) updated and 4 (amount -1) deleted
+    assert dict(info.metrics) == {
+        "numTargetRowsInserted": 2,
+        "numTargetRowsUpdated": 5,
+        "numTargetRowsDeleted": 2,
+        "numTargetRowsMatchedUpdated": 2,
+        "numTargetRowsMatchedDeleted": 1,
+        "numTargetRowsNotMatchedBySourceUpdated": 3,
+        "numTargetRowsNotMatchedBySourceDeleted": 1,
+    }
     expected = {(r.id, r.dt): r.amount for r in base_df(spark).collect()}
     expected[(0, "2026-11-01")] = 1000.0
     expected[(1, "2026-11-02")] = 5.0
@@ -288,6 +299,27 @@ def test_insert_overwrite_replace_where_replaces_the_rows_the_predicate_selects(
     with pytest.raises(InvalidArgumentError, match="give one of partition=, dynamic=True and replace_where="):
         t.insert_overwrite(new, dynamic=True, replace_where="amount < 5")
     assert t.table.version == version
+
+
+@flavours
+def test_update_and_delete_report_deltas_row_counts_even_when_they_commit_nothing(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    t = make(spark, catalog, flavour)
+    assert dict(t.update("id IN (1, 2, 4)", {"amount": "0"}).metrics) == {"numUpdatedRows": 3}
+    assert dict(t.delete("id = 3").metrics) == {"numDeletedRows": 1}
+    nothing = t.update("id = 999", {"amount": "0"})
+    assert dict(nothing.metrics) == {"numUpdatedRows": 0}
+    if flavour in ("cow", "dv"):  # at WriteSerializable, the default, Delta records the empty commit too
+        assert not nothing.skipped
+    serializable = SparkTable(
+        spark,
+        catalog.create_table(f"shop.ser{next(_n)}", schema=SCHEMA, partition_by=["dt"], isolation_level="Serializable"),
+    )
+    serializable.insert_into(base_df(spark))
+    skipped = serializable.delete("id = 999")
+    assert skipped.skipped and dict(skipped.metrics) == {"numDeletedRows": 0}
+    assert skipped.version == serializable.table.version == 1
 
 
 @flavours

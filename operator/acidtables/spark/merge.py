@@ -336,6 +336,7 @@ def _stage(
     acts_on_target = F.col(_ACTION).startswith(_MATCHED) | F.col(_ACTION).startswith(_BY_SOURCE)
     touched_rows = joined.filter(acts_on_target)
     summary: dict[str, object] = {}
+    metrics = _metrics(merge, joined)
     if meta.primary_key:
         key_columns = set(meta.primary_key) | set(meta.partition_by)
         frames = [f.withColumn(OP_COLUMN, F.lit(UPSERT)) for f in (*changed, *inserted)]
@@ -355,7 +356,7 @@ def _stage(
         out = _union(frames)
         if out is not None:
             tx.add_files(write_staged(out.withColumn(SEQ_COLUMN, F.lit(None).cast("long")), tx, kind=FileKind.CHANGES))
-        return Prepared(tx, summary)
+        return Prepared(tx, summary, metrics)
     snapshot_files = files_by_key(tx.storage, target_files)
     if meta.row_level_concurrency:
         positions: dict[str, set[int]] = defaultdict(set)
@@ -375,7 +376,39 @@ def _stage(
         out = _union([untouched_rows, *changed, *inserted] if victims else [*changed, *inserted])
     if out is not None:
         tx.add_files(write_staged(out, tx))
-    return Prepared(tx, summary)
+    return Prepared(tx, summary, metrics)
+
+
+def _metrics(merge: MergeBuilder, joined: DataFrame) -> dict[str, int]:
+    """Delta's MERGE operationMetrics: target rows each kind of clause updated, deleted or inserted (a
+    target row counted once however many source rows matched it)."""
+    target_row = F.countDistinct(F.col(f"{TARGET}.{FILE}"), F.col(f"{TARGET}.{ROW}"))
+    counted = joined.groupBy(_ACTION).agg(F.count(F.lit(1)).alias("rows"), target_row.alias("targets")).collect()
+    by_action = {r[_ACTION]: (int(r["rows"]), int(r["targets"])) for r in counted if r[_ACTION] is not None}
+    out = dict.fromkeys(
+        (
+            "numTargetRowsInserted",
+            "numTargetRowsUpdated",
+            "numTargetRowsDeleted",
+            "numTargetRowsMatchedUpdated",
+            "numTargetRowsMatchedDeleted",
+            "numTargetRowsNotMatchedBySourceUpdated",
+            "numTargetRowsNotMatchedBySourceDeleted",
+        ),
+        0,
+    )
+    for prefix, clauses, name in (
+        (_MATCHED, merge.matched, "Matched"),
+        (_BY_SOURCE, merge.not_matched_by_source, "NotMatchedBySource"),
+    ):
+        for i, clause in enumerate(clauses):
+            done = "Updated" if clause.kind == "update" else "Deleted"
+            rows = by_action.get(f"{prefix}{i}", (0, 0))[1]
+            out[f"numTargetRows{name}{done}"] += rows
+            out[f"numTargetRows{done}"] += rows
+    for i in range(len(merge.not_matched)):
+        out["numTargetRowsInserted"] += by_action.get(f"{_NOT_MATCHED}{i}", (0, 0))[0]
+    return out
 
 
 def _union(frames: list[DataFrame]) -> DataFrame | None:

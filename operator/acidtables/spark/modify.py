@@ -83,7 +83,8 @@ def _copy_on_write(
     candidates = tx.scan(condition)
     rows = read_files(spark, meta, storage, candidates, version=tx.read_version, keep_helpers=True)
     match = holds(condition)
-    touched = {r[FILE] for r in rows.filter(match).select(FILE).distinct().collect()}
+    matched = {r[FILE]: int(r["count"]) for r in rows.filter(match).groupBy(FILE).count().collect()}
+    touched = set(matched)
     if not touched:
         return {"rows_matched": 0, "files_rewritten": 0}
     victims = [f for key, f in files_by_key(storage, candidates).items() if key in touched]
@@ -94,7 +95,7 @@ def _copy_on_write(
         kept = kept.select(*assigned(meta, assignments, when=match))
     tx.remove_files(victims)
     tx.add_files(write_staged(kept, tx))
-    return {"files_rewritten": len(victims)}
+    return {"rows_matched": sum(matched.values()), "files_rewritten": len(victims)}
 
 
 def _deletion_vectors(
@@ -177,7 +178,8 @@ def modify(
             summary = _deletion_vectors(spark, tx, condition, assignments)
         else:
             summary = _copy_on_write(spark, tx, condition, assignments)
-    return Prepared(tx, summary)
+    counted = "numUpdatedRows" if assignments is not None else "numDeletedRows"
+    return Prepared(tx, summary, {counted: int(summary["rows_matched"])})
 
 
 def validate_condition(spark: SparkSession, meta: TableMetadata, condition: str, method: str) -> None:

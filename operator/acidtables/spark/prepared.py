@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.errors import PySparkException
@@ -24,6 +24,8 @@ class Prepared:
     transaction: Transaction
     #: what the operation did, for logs and tests (rows written, files touched, ...)
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Delta's operationMetrics for the job, which the commit's CommitInfo carries
+    metrics: dict[str, int] = field(default_factory=dict)
 
     @property
     def operation(self) -> str:
@@ -34,7 +36,8 @@ class Prepared:
         return self.transaction.read_version
 
     def commit(self) -> CommitInfo:
-        return self.transaction.commit()
+        info = self.transaction.commit()
+        return replace(info, metrics=dict(self.metrics)) if self.metrics else info
 
     def abort(self) -> None:
         self.transaction.abort()

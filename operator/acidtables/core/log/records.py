@@ -465,6 +465,10 @@ class CommitInfo:
     files_removed: int = 0
     #: True for an append that read nothing of the table (Delta's isBlindAppend, conflict-rules §1.3 INS)
     is_blind_append: bool = False
+    #: what the job did, in Delta's operationMetrics names (numUpdatedRows, numDeletedRows,
+    #: numTargetRowsInserted, ...): set by the Spark operations, which counted them; kept on a skipped
+    #: commit (an UPDATE that matched nothing says numUpdatedRows 0)
+    metrics: Mapping[str, int] = field(default_factory=dict)
 
 
 #: a log entry's (and a commit file's) checksum of the rest of it: a digit flipped in etcd or on disk

@@ -516,3 +516,26 @@ def test_an_update_moving_a_row_to_another_partition_is_a_delete_there_and_an_in
     t = two_file_table(spark, catalog, level, dv=dv, partitioned=partitioned)
     outcome(t, dele("dt = 'a' AND id = 3"), move_row_1_to_c, ConcurrentAppendException)
     assert (1, "a", 1.0) in rows(t)
+
+
+# --- REPLACE WHERE: a delete of what its predicate reads, and an insert ----------------------------
+
+
+def replace_low_amounts_of_a(t: SparkTable) -> Prepared:
+    rows_ = t.spark.createDataFrame([(70, "a", 0.5)], SCHEMA)
+    return t.insert_overwrite(rows_, replace_where="dt = 'a' AND amount < 2", commit=False)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_replace_where_is_judged_as_a_delete_of_what_its_predicate_reads_and_an_insert(
+    spark: SparkSession, catalog: Catalog, level: str
+) -> None:
+    """A blind append of a row the predicate selects fails it at Serializable only (rule 4, D-26); an
+    append elsewhere never does; a delete of a file it read fails it at either level."""
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, ins([(80, "a", 1.0)]), replace_low_amounts_of_a, ConcurrentAppendException if level == SER else None)
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, ins([(81, "b", 1.0)]), replace_low_amounts_of_a, None)
+    assert (70, "a", 0.5) in rows(t) and (1, "a", 1.0) not in rows(t) and (81, "b", 1.0) in rows(t)
+    t = two_file_table(spark, catalog, level, dv=False, partitioned=True)
+    outcome(t, dele("id = 3"), replace_low_amounts_of_a, ConcurrentAppendException)

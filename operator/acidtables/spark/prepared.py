@@ -36,6 +36,8 @@ class Prepared:
         return self.transaction.read_version
 
     def commit(self) -> CommitInfo:
+        if self.metrics:
+            self.transaction.record_metrics(self.metrics)
         info = self.transaction.commit()
         return replace(info, metrics=dict(self.metrics)) if self.metrics else info
 

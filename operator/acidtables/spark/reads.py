@@ -201,9 +201,10 @@ def _parameters(entry: HistoryEntry, partition_by: Sequence[str]) -> dict[str, s
 
 
 def _metrics(entry: HistoryEntry) -> dict[str, str]:
-    """Delta's operationMetrics that the commit record holds exactly: files added and removed, rows
-    written (numOutputRows)."""
+    """Delta's operationMetrics: what the job counted (numUpdatedRows, numTargetRowsInserted, ...), and
+    what the commit record holds exactly: files added and removed, rows written (numOutputRows)."""
     out = {
+        **{name: str(value) for name, value in entry.metrics.items()},
         "numAddedFiles": str(entry.files_added),
         "numRemovedFiles": str(entry.files_removed),
         "numOutputRows": str(entry.rows_added),

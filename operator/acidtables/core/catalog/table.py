@@ -12,7 +12,7 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
@@ -97,6 +97,8 @@ class HistoryEntry:
     isolation_level: str | None = None
     #: what the commit read, as Spark SQL conditions (empty for a blind append or a whole-table read)
     predicates: tuple[str, ...] = ()
+    #: what the job counted, in Delta's operationMetrics names (numUpdatedRows, ...)
+    metrics: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +117,7 @@ class HistoryEntry:
             "is_blind_append": self.is_blind_append,
             "isolation_level": self.isolation_level,
             "predicates": list(self.predicates),
+            "metrics": dict(self.metrics),
         }
 
 
@@ -389,6 +392,7 @@ class Table:
                     is_blind_append=r.blind_append,
                     isolation_level=r.isolation_level.value if r.isolation_level else None,
                     predicates=tuple(expr_sql(p) for p in r.read_predicates),
+                    metrics=r.metrics,
                 )
             )
         return out

@@ -104,6 +104,7 @@ class Transaction:
         self._reads = _Reads()
         self._scope: Scope | None = None
         self._app_ids: dict[str, int] = {}
+        self._metrics: dict[str, int] = {}
         self._new_metadata: TableMetadata | None = None
         self._new_protocol: Protocol | None = None
         self._closed = False
@@ -207,6 +208,16 @@ class Transaction:
                 file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
             self._adds[file.path] = file
         self._publish_scope()
+
+    def record_metrics(self, metrics: Mapping[str, int]) -> None:
+        """What the job counted (Delta's operationMetrics names: numUpdatedRows, ...), kept in its
+        commit record for history."""
+        self._check_open("record_metrics")
+        if not isinstance(metrics, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in metrics.items()
+        ):
+            raise InvalidArgumentError(f"record_metrics(): expected {{name: whole number}}, found {metrics!r}")
+        self._metrics.update(metrics)
 
     def add_earlier_files(self, files: Sequence[DataFile], *, version: int) -> None:
         """Make entries of an earlier `version` of this table live again, as they were (a restore):
@@ -491,6 +502,7 @@ class Transaction:
             metadata=self._new_metadata,
             protocol=self._new_protocol,
             user_metadata=self._user_metadata,
+            metrics=dict(self._metrics),
         )
 
     # --- ending --------------------------------------------------------------------------------------

@@ -347,6 +347,8 @@ class CommitRecord:
     protocol: Protocol | None = None
     #: free-form labels from the job (job name, user); shown in history
     user_metadata: Mapping[str, str] = field(default_factory=dict)
+    #: what the job counted, in Delta's operationMetrics names (numUpdatedRows, ...); history shows them
+    metrics: Mapping[str, int] = field(default_factory=dict)
     #: how many times the commit was rebased before it landed
     retries: int = 0
     #: microseconds from the writer's commit() to sending the compare-and-swap that landed (its rebases
@@ -390,6 +392,7 @@ class CommitRecord:
             "metadata": self.metadata.to_json() if self.metadata is not None else None,
             "protocol": self.protocol.to_json() if self.protocol is not None else None,
             "user_metadata": dict(self.user_metadata),
+            "metrics": dict(self.metrics),
         }
         out.update((k, v) for k, v in optional.items() if v)
         return out
@@ -419,6 +422,7 @@ class CommitRecord:
             metadata=TableMetadata.from_json(data["metadata"]) if data.get("metadata") else None,
             protocol=Protocol.from_json(data["protocol"]) if data.get("protocol") else None,
             user_metadata=dict(data.get("user_metadata") or {}),
+            metrics={k: int(v) for k, v in (data.get("metrics") or {}).items()},
             retries=int(data.get("retries", 0)),
             commit_micros=int(data.get("commit_micros", 0)),
         )

@@ -498,6 +498,7 @@ def test_statements_on_spark_tables_pass_through(spark: SparkSession, catalog: C
         ("ALTER TABLE {t} DROP COLUMN amount", "is not supported"),
         ("SELECT * FROM {t} VERSION AS OF 'x'", "the version must be a whole number"),
         ("SELECT * FROM {t} VERSION AS OF 999", "999"),
+        ("SELECT * FROM {t} TIMESTAMP AS OF '2999-01-01'", "2999-01-01 00:00:00+00:00 is later than now"),
         ("SELEKT 1", "cannot parse"),
         ("SELECT 1; SELECT 2", "exactly one statement"),
         ("CREATE TABLE lake.x (id INT) USING acidtables AS SELECT 1 AS id", "leave out the column list"),

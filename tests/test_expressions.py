@@ -9,6 +9,7 @@ from acidtables.core.expressions import (
     ColumnBounds,
     Compare,
     expr_from_json,
+    expr_sql,
     might_match,
     parse_predicate,
     restrict_to_columns,
@@ -96,3 +97,33 @@ def test_split_conjuncts_cuts_only_top_level_ands() -> None:
     assert split_conjuncts("a BETWEEN 1 AND 3 AND dt = 'x'") == ["a BETWEEN 1 AND 3", "dt = 'x'"]
     assert split_conjuncts("(a = 1 AND b = 2) and c = 3") == ["(a = 1 AND b = 2)", "c = 3"]
     assert split_conjuncts("x = 'it''s AND' AND t.and = 1 AND band = 2") == ["x = 'it''s AND'", "t.and = 1", "band = 2"]
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "dt = 'a' AND amount >= 2.5",
+        "id IN (1, 2, 3) OR note IS NULL",
+        "NOT (dt <> 'a') AND note IS NOT NULL",
+        "`null` = 1",
+    ],
+)
+def test_a_stored_predicate_printed_as_sql_parses_back_to_itself(condition: str) -> None:
+    """History shows what a commit read as SQL (expr_sql); parsed again it is the same predicate, a
+    column named like a keyword included."""
+    types = {"dt": "STRING", "amount": "DOUBLE", "id": "BIGINT", "note": "STRING", "null": "INT"}
+    parsed = parse_predicate(condition, types)
+    assert parsed is not None
+    assert parse_predicate(expr_sql(parsed), types) == parsed
+
+
+def test_printed_strings_and_infinities_read_back_as_spark_reads_them() -> None:
+    import sqlglot
+    from sqlglot import exp
+
+    value = "it's a back\\slash"
+    printed = expr_sql(Compare("note", "=", value))
+    [literal] = sqlglot.parse_one(printed, read="spark").find_all(exp.Literal)
+    assert literal.this == value  # Spark's escapes: \' and \\
+    assert expr_sql(Compare("amount", "<", float("inf"))) == "`amount` < CAST('Infinity' AS DOUBLE)"
+    assert expr_sql(Compare("amount", "=", float("nan"))) == "`amount` = CAST('NaN' AS DOUBLE)"

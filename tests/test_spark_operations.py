@@ -323,6 +323,17 @@ def test_update_and_delete_report_deltas_row_counts_even_when_they_commit_nothin
 
 
 @flavours
+def test_a_merge_writes_back_a_row_several_source_rows_matched_once_when_no_clause_acts_on_it(
+    spark: SparkSession, catalog: Catalog, flavour: str
+) -> None:
+    # only a not-matched-by-source clause: the matched row 1 is left as it is, whatever its file's fate
+    t = make(spark, catalog, flavour)
+    source = spark.createDataFrame([(1, "2026-11-02", 0.0), (1, "2026-11-02", 0.0)], SCHEMA)
+    t.merge(source, "t.id = s.id AND t.dt = s.dt").when_not_matched_by_source_delete("t.id = 4").execute()
+    assert rows(t.read()) == [r for r in rows(base_df(spark)) if r[0] != 4]
+
+
+@flavours
 def test_merge_insert_all_and_update_all(spark: SparkSession, catalog: Catalog, flavour: str) -> None:
     t = make(spark, catalog, flavour)
     source = spark.createDataFrame([(1, "2026-11-02", 11.0), (300, "2026-11-02", 3.0)], SCHEMA)

@@ -400,7 +400,7 @@ def test_describe_history_has_deltas_columns_and_types_and_acidtables_own(
         "Serializable",
         False,
     )
-    assert json.loads(delete.operationParameters["predicate"]) == ["(dt = 'd1') AND (id = 1)"]
+    assert json.loads(delete.operationParameters["predicate"]) == ["(`dt` = 'd1') AND (`id` = 1)"]
     assert delete.operationMetrics["numRemovedFiles"] == "1" and delete.version == 2
     assert delete.operationMetrics["numDeletedRows"] == "1"  # what the job counted, kept in its record
     assert (write.operation, write.operationParameters) == ("WRITE", {"mode": "Append", "partitionBy": '["dt"]'})

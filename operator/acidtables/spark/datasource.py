@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -76,6 +77,8 @@ FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 #: each session the source is registered in, and the catalog it carries (use_catalog), if any
 _registered: weakref.WeakKeyDictionary[SparkSession, Catalog | None] = weakref.WeakKeyDictionary()
+#: one registration at a time: the class Spark holds and the catalog sql() uses must be the same
+_registering = threading.RLock()
 
 
 def register(spark: SparkSession, catalog: Catalog | None = None) -> None:
@@ -85,6 +88,11 @@ def register(spark: SparkSession, catalog: Catalog | None = None) -> None:
 
     Once per session and catalog: Spark logs a warning each time a data source name is registered
     again."""
+    with _registering:
+        _register(spark, catalog)
+
+
+def _register(spark: SparkSession, catalog: Catalog | None) -> None:
     if spark in _registered and (catalog is None or _registered[spark] is catalog):
         return
     # the reader prunes by the filters Spark pushes (AcidTablesReader.pushFilters), which Spark asks for
@@ -106,12 +114,13 @@ def use_catalog(spark: SparkSession, catalog: Catalog | None) -> None:
     None makes them go back to the environment's (`Catalog.connect()`)."""
     if catalog is not None and not isinstance(catalog, Catalog):
         raise InvalidArgumentError(f"use_catalog(): expected an acidtables Catalog, found {type(catalog).__name__}")
-    if catalog is None:
-        if _registered.get(spark) is not None:
-            _registered.pop(spark)
-            register(spark)
-        return
-    register(spark, catalog)
+    with _registering:
+        if catalog is None:
+            if _registered.get(spark) is not None:
+                _registered.pop(spark)
+                _register(spark, None)
+            return
+        _register(spark, catalog)
 
 
 def session_catalog(spark: SparkSession) -> Catalog | None:

@@ -48,6 +48,8 @@ from .source_reads import record_source_reads
 
 TARGET, SOURCE = "t", "s"
 _T_MARK, _S_MARK, _ACTION = "_acid_t", "_acid_s", "_acid_action"
+#: a target row's identity, beside its columns
+_ROW_FILE, _ROW_POSITION = "_acid_row_file", "_acid_row_position"
 #: the prefixes of a row's action: the clause acting on it is the i-th of its kind
 _MATCHED, _NOT_MATCHED, _BY_SOURCE = "m", "n", "b"
 
@@ -177,8 +179,14 @@ def _validate(merge: MergeBuilder) -> None:
     joined = target.join(source, F.expr(merge.condition), "full_outer")
     types = {c.name.lower(): spark_type(c.type) for c in meta.columns}
     # a not-matched-by-source clause has no source row: resolved against the target alone, a name of the
-    # source fails as unknown
-    for clauses, rows in ((merge.matched, joined), (merge.not_matched, joined), (merge.not_matched_by_source, target)):
+    # source fails as unknown; and against the join it runs on, where a name both sides have is ambiguous
+    checks = (
+        (merge.matched, joined),
+        (merge.not_matched, joined),
+        (merge.not_matched_by_source, target),
+        (merge.not_matched_by_source, joined),
+    )
+    for clauses, rows in checks:
         for clause in clauses:
             if clause.condition is not None:
                 resolve(f"{clause.kind} condition", clause.condition, lambda text: rows.filter(F.expr(text)))  # noqa: B023
@@ -369,9 +377,18 @@ def _stage(
     else:
         touched = sorted({r[0] for r in touched_rows.select(f"{TARGET}.{FILE}").distinct().collect()})
         victims = [snapshot_files[name] for name in touched]
-        untouched_rows = joined.filter(
-            F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~acts_on_target)
-        ).select(*[_target(c.name, meta, read_columns) for c in meta.columns])
+        # a row no clause acts on is written back once, however many source rows matched it (only a
+        # not-matched-by-source or not-matched clause may be there to act on a row several matched)
+        untouched_rows = (
+            joined.filter(F.col(f"{TARGET}.{FILE}").isin(touched) & (F.col(_ACTION).isNull() | ~acts_on_target))
+            .select(
+                *[_target(c.name, meta, read_columns) for c in meta.columns],
+                F.col(f"{TARGET}.{FILE}").alias(_ROW_FILE),
+                F.col(f"{TARGET}.{ROW}").alias(_ROW_POSITION),
+            )
+            .dropDuplicates([_ROW_FILE, _ROW_POSITION])
+            .drop(_ROW_FILE, _ROW_POSITION)
+        )
         tx.remove_files(victims)
         out = _union([untouched_rows, *changed, *inserted] if victims else [*changed, *inserted])
     if out is not None:

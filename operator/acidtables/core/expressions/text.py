@@ -3,11 +3,9 @@ operationParameters), from the tree a commit record stores."""
 
 from __future__ import annotations
 
-import re
+import math
 
 from acidtables.core.expressions.tree import And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
-
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def expr_sql(expr: Expr) -> str:
@@ -30,7 +28,8 @@ def expr_sql(expr: Expr) -> str:
 
 
 def _name(column: str) -> str:
-    return column if _PLAIN_NAME.fullmatch(column) else "`" + column.replace("`", "``") + "`"
+    # always quoted: a column named null, true or date would otherwise read back as something else
+    return "`" + column.replace("`", "``") + "`"
 
 
 def _literal(value: Literal) -> str:
@@ -40,4 +39,7 @@ def _literal(value: Literal) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, float) and not math.isfinite(value):
+        spelled = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return f"CAST('{spelled}' AS DOUBLE)"
     return repr(value)

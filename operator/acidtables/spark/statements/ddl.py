@@ -8,6 +8,7 @@ the table as given (`acidtables.conflictDetection` among them).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -19,6 +20,8 @@ from ..schema import frame_columns
 from ..table import SparkTable
 from .clauses import refuse_other_parts, spark_sql
 from .references import DEFAULT_NAMESPACE, Tables
+
+logger = logging.getLogger(__name__)
 
 #: TBLPROPERTIES that are create_table arguments -> the argument
 SETTINGS = {
@@ -217,7 +220,12 @@ def _create_as_select(spark: SparkSession, catalog: Catalog, tables: Tables, tre
     try:
         SparkTable(spark, table).insert_into(rows)
     except BaseException:
-        catalog.drop_table(name, delete_data=True)
+        try:
+            catalog.drop_table(name, delete_data=True)
+        except Exception:  # the insert's error is the one to report
+            logger.warning(
+                "CREATE TABLE %s AS SELECT failed and the new table could not be dropped", name, exc_info=True
+            )
         raise
     return catalog.table(name)
 

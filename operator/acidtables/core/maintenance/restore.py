@@ -15,6 +15,12 @@ Refused, naming why: a primary-key table (merge-on-read orders a key's versions 
 added each file, which a re-added file would lose; `INSERT OVERWRITE t SELECT * FROM t VERSION AS OF
 n` is the statement that works), a version whose columns differ from the table's (a restore does not
 change the schema), and a version whose files vacuum has deleted (DataFilesMissingError lists them).
+
+Not guarded: expire and vacuum running while a restore to a version at the very edge of retention
+commits. Each file is proven present when it is re-added and again just before the compare-and-swap,
+but the restore registers its read at the head, so a vacuum could delete a file between that last
+proof and the commit; restore to versions well inside retention (acidtables fsck would then name the
+file).
 """
 
 from __future__ import annotations

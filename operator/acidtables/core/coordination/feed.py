@@ -120,7 +120,7 @@ class ChangeFeed:
             self._queue = queue.Queue()
             target = self._queue
             self._cancel = self.coordinator.watch(self.revision + 1, lambda item: target.put(item))
-            self.up = True
+            self.up = not self._closed  # a close() during the restart wins
 
     def next(self, timeout_seconds: float) -> list[KeyChange] | Resync:
         """The next changes in revision order ([] when none came within the timeout), or a Resync.
@@ -159,12 +159,14 @@ class ChangeFeed:
         return []
 
     def close(self) -> None:
+        # down before the watch is cancelled: a reader that finds the feed closed must not see it up
+        # while the cancel is still under way
         self._closed = True
+        self.up = False
         with self._lock:
             if self._cancel is not None:
                 self._cancel()
                 self._cancel = None
-        self.up = False
 
 
 __all__ = ["ChangeFeed", "KeyChange", "Resync", "classify"]

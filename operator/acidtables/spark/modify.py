@@ -147,11 +147,16 @@ def _merge_on_read(
     return {"rows_matched": sum(f.rows for f in files_written)}
 
 
-def delete_where(spark: SparkSession, tx: Transaction, condition: str) -> dict[str, int]:
-    """Delete the rows `condition` selects inside `tx` (a table without a primary key), as DELETE does."""
+def change_rows(
+    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+) -> dict[str, int]:
+    """Update (or, with no `assignments`, delete) the rows `condition` selects inside `tx`, in the shape
+    the table's settings call for; what it matched."""
+    if tx.metadata.primary_key:
+        return _merge_on_read(spark, tx, condition, assignments)
     if tx.metadata.row_level_concurrency:
-        return _deletion_vectors(spark, tx, condition, None)
-    return _copy_on_write(spark, tx, condition, None)
+        return _deletion_vectors(spark, tx, condition, assignments)
+    return _copy_on_write(spark, tx, condition, assignments)
 
 
 def modify(
@@ -172,12 +177,7 @@ def modify(
                 validate_value(spark, meta, column, expression, operation)
         if condition is not None:
             validate_condition(spark, meta, condition, operation)
-        if meta.primary_key:
-            summary = _merge_on_read(spark, tx, condition, assignments)
-        elif meta.row_level_concurrency:
-            summary = _deletion_vectors(spark, tx, condition, assignments)
-        else:
-            summary = _copy_on_write(spark, tx, condition, assignments)
+        summary = change_rows(spark, tx, condition, assignments)
     counted = "numUpdatedRows" if assignments is not None else "numDeletedRows"
     return Prepared(tx, summary, {counted: int(summary["rows_matched"])})
 

@@ -24,7 +24,7 @@ from acidtables.core import (
 )
 
 from .files import file_kind, write_staged
-from .modify import delete_where, holds, validate_condition
+from .modify import change_rows, holds, validate_condition
 from .prepared import Prepared, preparing
 from .schema import (
     OP_COLUMN,
@@ -182,7 +182,7 @@ def _replace_where(table: Table, df: DataFrame, predicate: str, *, merge_schema:
                 f"{method}(): a row of the DataFrame does not satisfy replace_where {predicate!r} (Delta's "
                 "DELTA_REPLACE_WHERE_MISMATCH); write only rows it selects. Nothing was committed"
             )
-        summary = delete_where(spark, tx, predicate)
+        summary = change_rows(spark, tx, predicate, None)
         files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=True))
         tx.add_files(files)
     return Prepared(tx, {**summary, "files_written": len(files), "replace_where": predicate})

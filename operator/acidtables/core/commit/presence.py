@@ -41,13 +41,18 @@ def find_missing(storage: Storage, paths: Sequence[str], *, under: str = DATA_DI
         ) from None
 
 
+def listed(storage: Storage, paths: Sequence[str]) -> str:
+    """The first MESSAGE_FILES of `paths` (relative to the location) as URIs, and how many more."""
+    shown = ", ".join(storage.absolute(p) for p in paths[:MESSAGE_FILES])
+    return shown + (f" and {len(paths) - MESSAGE_FILES} more" if len(paths) > MESSAGE_FILES else "")
+
+
 def missing_message(storage: Storage, table: str, version: int, paths: Sequence[str], *, reading: str) -> str:
     """The message of a DataFilesMissingError: what, where, and the two ways out."""
-    shown = ", ".join(storage.absolute(p) for p in paths[:MESSAGE_FILES])
-    more = f" and {len(paths) - MESSAGE_FILES} more" if len(paths) > MESSAGE_FILES else ""
+    shown = listed(storage, paths)
     return (
         f"{reading} {table} at version {version} needs {len(paths)} data file(s) that are missing from its "
-        f"location: {shown}{more}. Nothing was read. Restore the file(s), or run `acidtables fsck {table} "
+        f"location: {shown}. Nothing was read. Restore the file(s), or run `acidtables fsck {table} "
         f"--repair --dry-run` to list every missing file and `acidtables fsck {table} --repair` "
         "(Table.repair()) to commit a version without them (their rows are lost; older versions still "
         "need them)"

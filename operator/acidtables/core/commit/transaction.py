@@ -19,7 +19,7 @@ from typing import Any
 from acidtables.core import events
 from acidtables.core.commit.committer import commit
 from acidtables.core.commit.file_checks import prove_new_file, prove_re_added_file
-from acidtables.core.commit.presence import find_missing
+from acidtables.core.commit.presence import find_missing, listed
 from acidtables.core.errors import (
     CorruptMetadataError,
     DataFilesMissingError,
@@ -234,12 +234,11 @@ class Transaction:
                 )
         gone = [f.path for f in entries if self._storage.file_size(f.path) != f.size_bytes]
         if gone:
-            shown = ", ".join(self._storage.absolute(p) for p in gone[:5])
-            more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
             raise DataFilesMissingError(
                 f"{self.operation.display} of {self.table_name} to version {version} needs {len(gone)} data file(s) "
-                f"that are gone from its location or changed: {shown}{more}. Nothing was committed; vacuum deletes the "
-                "files only versions older than its retention need, so pick a version within it (history())",
+                f"that are gone from its location or changed: {listed(self._storage, gone)}. Nothing was committed; "
+                "vacuum deletes the files only versions older than its retention need, so pick a version within it "
+                "(history())",
                 table=self.table_name,
                 version=version,
                 paths=tuple(self._storage.absolute(p) for p in gone),
@@ -578,13 +577,11 @@ class Transaction:
         if gone:
             self._end_uncommitted()
             self._raise_if_dropped()
-            shown = ", ".join(self._storage.absolute(p) for p in gone[:5])
-            more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
             raise InvalidArgumentError(
-                f"commit(): {len(gone)} file(s) given to add_files() no longer exist: {shown}{more}. Nothing was "
-                f"committed ({self.operation.display} on {self.table_name}, txn {self.txn_id}) and its staged files "
-                "are deleted; re-run the job (something deleted its staged files while it ran: check cleanup's "
-                "grace_seconds and any lifecycle rule on the location)"
+                f"commit(): {len(gone)} file(s) given to add_files() no longer exist: {listed(self._storage, gone)}. "
+                f"Nothing was committed ({self.operation.display} on {self.table_name}, txn {self.txn_id}) and its "
+                "staged files are deleted; re-run the job (something deleted its staged files while it ran: check "
+                "cleanup's grace_seconds and any lifecycle rule on the location)"
             )
 
     def _end_uncommitted(self) -> None:

@@ -16,7 +16,8 @@ import pytest
 from tests.helpers.servers import make_tls_files
 
 from acidtables.core.coordination.embedded import EmbeddedEtcd, EtcdNotFound, find_etcd_binary, free_port
-from acidtables.core.coordination.waiting import wait_for
+from acidtables.core.coordination.waiting import SYSTEM_TIMER, wait_for
+from acidtables.core.errors import EmbeddedEtcdError
 
 
 def _get_json(url: str) -> object:
@@ -112,6 +113,49 @@ def test_tls_serves_https_without_client_certificates(tmp_path: Path, etcd_prefi
         finally:
             client.close()
         assert value == b"over tls"
+
+
+def test_tls_certificates_pass_strict_verification_and_grpc_alike(tmp_path: Path) -> None:
+    """The test CA is made as real CAs are, so the probe's strict check (Python 3.13's default, applied
+    on every Python) and gRPC's own TLS both accept the one chain."""
+    tls = make_tls_files(tmp_path / "certs", client_cert_auth=True)
+    with EmbeddedEtcd(tmp_path / "etcd", tls=tls) as server:
+        client = pyetcd.client(
+            server.host,
+            server.client_port,
+            ca_cert=str(tls.ca_file),
+            cert_cert=str(tls.client_cert_file),
+            cert_key=str(tls.client_key_file),
+        )
+        try:
+            assert client.status().version
+        finally:
+            client.close()
+
+
+@pytest.mark.parametrize(
+    ("problem", "reason"),
+    [
+        ("a CA without keyUsage", "CA cert does not include key usage extension"),
+        ("a certificate for another address", "IP address mismatch"),
+    ],
+)
+def test_a_refused_server_certificate_is_named_at_once_with_python_s_reason(
+    tmp_path: Path, problem: str, reason: str
+) -> None:
+    if problem == "a CA without keyUsage":
+        tls = make_tls_files(tmp_path / "certs", bare_ca=True)
+    else:
+        tls = make_tls_files(tmp_path / "certs", addresses=("127.0.0.2",))
+    server = EmbeddedEtcd(tmp_path / "etcd", tls=tls)
+    started = SYSTEM_TIMER.now()
+    with pytest.raises(EmbeddedEtcdError, match="refuses its certificate") as caught:
+        server.start(timeout_seconds=30)
+    message = str(caught.value)
+    assert reason in message
+    assert f"TlsFiles.ca_file={tls.ca_file}" in message and str(tls.cert_file) in message
+    assert SYSTEM_TIMER.now() - started < 20  # the refusal, not the 30 s health deadline
+    assert not server.is_running()
 
 
 def test_find_etcd_binary_uses_the_wheel() -> None:

@@ -607,6 +607,27 @@ def test_plain_http_against_a_tls_etcd_names_the_endpoint(
     assert endpoint in str(caught.value)
 
 
+def test_a_server_certificate_the_ca_did_not_sign_is_named_with_python_s_reason_and_the_variable(
+    tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path
+) -> None:
+    """gRPC says only CERTIFICATE_VERIFY_FAILED; the error carries the check that failed, and which
+    variable named the CA it was checked against, at once."""
+    server, _ = tls_etcd
+    other_ca = make_tls_files(tmp_path / "other-ca").ca_file
+    timer = SkippingTimer()
+    with (
+        _tls_catalog(server.endpoint, etcd_prefix, tmp_path, str(other_ca), unavailable_seconds=20.0, timer=timer)
+        as catalog,
+        pytest.raises(ConfigurationError, match="TLS with etcd at") as caught,
+    ):
+        catalog.list_tables()
+    message = str(caught.value)
+    refused = f"the certificate {server.endpoint} presents is refused against ACIDTABLES_ETCD_CA_FILE={other_ca}"
+    assert refused in message
+    assert "unable to get local issuer certificate" in message
+    assert timer.paused < 1
+
+
 @pytest.mark.parametrize("problem", ["missing", "a directory"])
 def test_an_unreadable_ca_file_is_named_with_its_variable(
     tls_etcd: tuple[EmbeddedEtcd, Path], etcd_prefix: str, tmp_path: Path, problem: str

@@ -27,20 +27,48 @@ def _openssl(directory: Path, *steps: str) -> None:
         subprocess.run([openssl, *step.split()], cwd=directory, check=True, capture_output=True, timeout=30)
 
 
+#: the extensions a real CA gives its own certificate and the ones it issues; Python 3.13's strict
+#: verification (VERIFY_X509_STRICT) refuses a chain without them
+_CA_EXTENSIONS = (
+    "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n"
+    "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid:always\n"
+)
+_ISSUED_EXTENSIONS = (
+    "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+    "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n"
+)
+
+
 def make_tls_files(
-    directory: Path, *, client_cert_auth: bool = False, addresses: tuple[str, ...] = ("127.0.0.1",)
+    directory: Path,
+    *,
+    client_cert_auth: bool = False,
+    addresses: tuple[str, ...] = ("127.0.0.1",),
+    bare_ca: bool = False,
 ) -> TlsFiles:
-    """A throwaway CA and a server certificate for `addresses` (IP SANs; 127.0.0.1 by default); skips
+    """A throwaway CA and a server certificate for `addresses` (IP SANs; 127.0.0.1 by default), with the
+    extensions a real CA sets (so Python 3.13's strict verification and gRPC's both accept them); skips
     the test without openssl.
 
     With `client_cert_auth`, etcd will demand a client certificate signed by the CA, and one is issued
-    for the health probe (CN `probe`; etcd with authentication enabled takes the CN as the user name)."""
+    for the health probe (CN `probe`; etcd with authentication enabled takes the CN as the user name).
+    `bare_ca`: the CA certificate has only what `openssl req -x509` gives it (no keyUsage), as
+    hand-made CAs often do, which strict verification refuses."""
     directory.mkdir(parents=True, exist_ok=True)
     names = ",".join(f"IP:{address}" for address in addresses)
-    (directory / "ext.cnf").write_text(f"subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
+    (directory / "ca.cnf").write_text(_CA_EXTENSIONS)
+    (directory / "ext.cnf").write_text(f"{_ISSUED_EXTENSIONS}subjectAltName={names}\nextendedKeyUsage=serverAuth\n")
+    ca_request = f"req -x509 {_EC_KEY} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca"
+    if bare_ca:
+        ca_steps = [ca_request]
+    else:
+        ca_steps = [
+            f"req {_EC_KEY} -keyout ca.key -out ca.csr -subj /CN=test-ca",
+            "x509 -req -in ca.csr -signkey ca.key -out ca.pem -days 1 -extfile ca.cnf",
+        ]
     _openssl(
         directory,
-        f"req -x509 {_EC_KEY} -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca",
+        *ca_steps,
         f"req {_EC_KEY} -keyout server.key -out server.csr -subj /CN={addresses[0]}",
         "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 1 -extfile ext.cnf",
     )
@@ -54,7 +82,7 @@ def make_tls_files(
 def issue_client_certificate(ca_directory: Path, name: str) -> tuple[Path, Path]:
     """A client certificate (extendedKeyUsage=clientAuth, CN `name`) signed by the CA `make_tls_files`
     made in `ca_directory`: (certificate, key)."""
-    (ca_directory / f"{name}.cnf").write_text("extendedKeyUsage=clientAuth\n")
+    (ca_directory / f"{name}.cnf").write_text(f"{_ISSUED_EXTENSIONS}extendedKeyUsage=clientAuth\n")
     _openssl(
         ca_directory,
         f"req {_EC_KEY} -keyout {name}.key -out {name}.csr -subj /CN={name}",

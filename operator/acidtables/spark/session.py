@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -43,6 +46,61 @@ def session_conf(memory: str) -> dict[str, str]:
     }
 
 
+#: the variables Spark's JVM copies into Hadoop's S3 settings at start, naming the host as it does so
+_AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_launching = threading.Lock()
+
+
+def host_name_resolves() -> bool:
+    """Whether this machine's host name resolves to an address, as the JVM's InetAddress.getLocalHost()
+    needs it to."""
+    try:
+        socket.getaddrinfo(socket.gethostname(), None)
+    except (OSError, UnicodeError):
+        return False
+    return True
+
+
+def _hostless_credentials() -> dict[str, str]:
+    """The AWS credentials to hand Spark through its conf rather than its environment, or none.
+
+    When AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are set, Spark's JVM copies them into Hadoop's S3A
+    settings at start and labels the copy with InetAddress.getLocalHost(), which throws
+    UnknownHostException where the host name resolves to nothing (a chroot, a fresh container or VM), so
+    the JVM dies before the session exists. There, local_session gives the same credentials to S3A and to
+    the Python workers (the data source) through the session's conf, and starts the JVM without them."""
+    present = {name: os.environ[name] for name in _AWS_CREDENTIALS if os.environ.get(name)}
+    if "AWS_ACCESS_KEY_ID" not in present or "AWS_SECRET_ACCESS_KEY" not in present or host_name_resolves():
+        return {}
+    return present
+
+
+def _credentials_conf(credentials: Mapping[str, str]) -> dict[str, str]:
+    if not credentials:
+        return {}
+    conf = {
+        "spark.hadoop.fs.s3a.access.key": credentials["AWS_ACCESS_KEY_ID"],
+        "spark.hadoop.fs.s3a.secret.key": credentials["AWS_SECRET_ACCESS_KEY"],
+    }
+    if "AWS_SESSION_TOKEN" in credentials:
+        conf["spark.hadoop.fs.s3a.session.token"] = credentials["AWS_SESSION_TOKEN"]
+    # the acidtables data source reads files from Python workers, which take the JVM's environment
+    conf.update({f"spark.executorEnv.{name}": value for name, value in credentials.items()})
+    return conf
+
+
+@contextlib.contextmanager
+def _launched_without(names: tuple[str, ...]) -> Iterator[None]:
+    """PySpark starts the JVM with this process's environment: leave `names` out of it for the launch
+    (other threads of this process miss them only while the session starts)."""
+    with _launching:
+        hidden = {name: os.environ.pop(name) for name in names if name in os.environ}
+        try:
+            yield
+        finally:
+            os.environ.update(hidden)
+
+
 def local_session(
     app_name: str = "acidtables",
     *,
@@ -57,22 +115,27 @@ def local_session(
 
     Local Spark talks to itself only, so it is told to use the loopback address: otherwise its JVM
     resolves the machine's host name first and does not start at all where that name resolves to
-    nothing (containers, chroots, fresh VMs: `UnknownHostException` and JAVA_GATEWAY_EXITED)."""
+    nothing (containers, chroots, fresh VMs: `UnknownHostException` and JAVA_GATEWAY_EXITED). There, AWS
+    credentials in the environment reach S3A and the Python workers through the session's conf instead
+    (see _hostless_credentials)."""
     os.environ.setdefault("SPARK_LOCAL_HOSTNAME", "localhost")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    return spark_session(
-        app_name,
-        memory=memory,
-        catalog=catalog,
-        conf={
-            "spark.master": f"local[{cores}]",
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": str(max(2, cores)),
-            "spark.default.parallelism": str(max(2, cores)),
-            **(conf or {}),
-        },
-    )
+    credentials = _hostless_credentials()
+    with _launched_without(tuple(credentials)):
+        return spark_session(
+            app_name,
+            memory=memory,
+            catalog=catalog,
+            conf={
+                "spark.master": f"local[{cores}]",
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": str(max(2, cores)),
+                "spark.default.parallelism": str(max(2, cores)),
+                **_credentials_conf(credentials),
+                **(conf or {}),
+            },
+        )
 
 
 def spark_session(

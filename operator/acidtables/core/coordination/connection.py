@@ -20,7 +20,7 @@ import pyetcd
 from pyetcd import exceptions as etcd_exceptions
 from pyetcd.client import KVMetadata
 
-from acidtables.core.coordination import failures
+from acidtables.core.coordination import certificates, failures
 from acidtables.core.coordination.keys import KeyLayout
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
 from acidtables.core.errors import ConfigurationError, CoordinatorUnavailable
@@ -114,6 +114,23 @@ class Connection:
                 raise etcd_exceptions.ConnectionFailedError() from exc
             raise ConfigurationError(f"etcd refused the credentials of ACIDTABLES_ETCD_USER: {exc.details()}") from exc
 
+    def _certificate_refusals(self) -> str:
+        """gRPC says only CERTIFICATE_VERIFY_FAILED; Python's TLS names the check that failed. Empty when
+        it accepts every member's certificate (or reaches none), so the general advice stands."""
+        s = self.settings
+        if not s.secure or s.ca_file is None:
+            return ""
+        found = []
+        for url in s.endpoints:
+            reason = certificates.refusal(
+                url, s.ca_file, cert_file=s.cert_file, key_file=s.key_file, timeout_seconds=s.request_timeout_seconds
+            )
+            if reason is not None:
+                found.append(
+                    f"the certificate {url} presents is refused against ACIDTABLES_ETCD_CA_FILE={s.ca_file}: {reason}"
+                )
+        return "; ".join(found)
+
     def _check_tls_files(self) -> None:
         """Load the CA and the client certificate and key as Python's TLS does: gRPC, given files it cannot
         use, only logs "Invalid private key" to stderr and fails every connection attempt without saying
@@ -195,7 +212,7 @@ class Connection:
                 # "connection refused", not a TLS error): say why now instead of waiting out the deadline
                 raise ConfigurationError(
                     f"TLS with etcd at {', '.join(self.settings.endpoints)} failed during {what}: {tls}. "
-                    + failures.tls_advice(self.settings, tls)
+                    + (self._certificate_refusals() or failures.tls_advice(self.settings, tls))
                 ) from error
             self._reset_client()
             remaining = deadline - self.timer.now()

@@ -23,11 +23,13 @@ import shutil
 import socket
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from acidtables.core.coordination import certificates
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.errors import EmbeddedEtcdError, EtcdNotFound
 
@@ -378,6 +380,8 @@ class EmbeddedEtcd:
         ]
         if self._tls is not None:
             context = ssl.create_default_context(cafile=str(self._tls.ca_file))
+            # as Python 3.13 verifies by default, on every Python: certificates that pass here pass there
+            context.verify_flags |= ssl.VERIFY_X509_STRICT
             if self._tls.client_cert_file is not None and self._tls.client_key_file is not None:
                 context.load_cert_chain(self._tls.client_cert_file, self._tls.client_key_file)
             handlers.append(urllib.request.HTTPSHandler(context=context))
@@ -385,6 +389,16 @@ class EmbeddedEtcd:
         try:
             with opener.open(f"{self.endpoint}/health", timeout=_HEALTH_PROBE_TIMEOUT_SECONDS) as response:
                 body = json.loads(response.read())
+        except urllib.error.URLError as exc:
+            if self._tls is not None and isinstance(exc.reason, ssl.SSLCertVerificationError):
+                # a refused certificate stays refused: say which and why now, not "not healthy" in 30 s
+                raise EmbeddedEtcdError(
+                    f"etcd at {self.endpoint} is up, but Python's TLS refuses its certificate "
+                    f"{self._tls.cert_file} against the CA TlsFiles.ca_file={self._tls.ca_file}: "
+                    f"{certificates.describe(exc.reason)}"
+                ) from None
+            logger.debug("etcd health probe at %s failed: %s", self.endpoint, exc)
+            return False
         # Refused connections, 503 while there is no leader yet, and half-written responses
         # during startup all just mean "not yet".
         except (OSError, ValueError, http.client.HTTPException) as exc:

@@ -7,6 +7,7 @@ writing only under their own random prefix instead of wiping the server between 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,21 @@ from tests.helpers.operator_process import OperatorProcess
 from acidtables import Catalog
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import EtcdSettings, Settings
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per reason a test was skipped, with how many it kept from running (pytest's own -rs list
+    prints a line per test location, which buries the failures). Each reason says what would run them."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section(f"skipped: {sum(reasons.values())} tests, by reason", sep="-")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:5d}  {reason}")
 
 
 @pytest.fixture(scope="session")

@@ -24,9 +24,8 @@ def helm_python() -> Path | None:
 #: set by .ci/run: there a missing Helm engine is a failure, not a skip
 REQUIRE_VARIABLE = "ACIDTABLES_REQUIRE_HELM"
 MISSING = (
-    "Helm's engine (helm-sdkpy) needs Python 3.12: install it (e.g. `pyenv install 3.12.1`, or a python3.12 on "
-    "PATH) and run `make test-env`, which builds .venv-helm; or point ACIDTABLES_HELM_PYTHON at an interpreter "
-    "that has helm-sdkpy"
+    "Helm's engine (helm-sdkpy) needs Python 3.12 or newer: with one as python3, python3.1x or pyenv's 3.12.1, "
+    "`make test-env` builds .venv-helm; or point ACIDTABLES_HELM_PYTHON at an interpreter that has helm-sdkpy"
 )
 
 

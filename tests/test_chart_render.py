@@ -357,3 +357,10 @@ def test_the_readme_kind_install_mounts_its_claim_in_the_operator(rendered: Call
     pod = only(docs, "Deployment")["spec"]["template"]["spec"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", []) if "persistentVolumeClaim" in v]
     assert claims == ["warehouse"]
+
+
+def test_a_job_waits_for_its_table_as_long_as_the_chart_says(rendered: Callable[[str], dict[str, Any]]) -> None:
+    """tableWaitTimeoutSeconds reaches the operator (issue 40, item 1): a job applied with its table waits
+    that long for it to be Ready before it fails with NoTable."""
+    env = operator_env(documents(rendered("single-node-defaults")["manifest"]))
+    assert env["ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS"] == env["ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS"] == "300"

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from acidtables.operator.compactions import decide
+from acidtables.operator.compactions import TableState, decide
 from acidtables.operator.executor_failures import last_words
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
@@ -118,3 +118,32 @@ def test_an_executors_last_words_skip_stack_frames() -> None:
     log = "INFO starting\nCaused by: java.net.ConnectException: refused\n\tat io.netty.X(X.java:1)\n\t... 12 more\n"
     assert last_words(log) == "INFO starting | Caused by: java.net.ConnectException: refused"
     assert last_words(log, lines=1) == "Caused by: java.net.ConnectException: refused"
+
+
+WAITING = TableState(False, "WaitingForTable", "no AcidTable orders in namespace sales")
+
+
+def waiting_since(moment: datetime, message: str) -> dict[str, Any]:
+    stalled = {"type": "Stalled", "status": "True", "reason": "WaitingForTable", "lastTransitionTime": stamp(moment)}
+    return {"phase": "Pending", "message": message, "conditions": [stalled]}
+
+
+def test_a_job_whose_table_is_not_ready_waits_and_says_so_once() -> None:
+    first = decide({}, {}, None, NOW, table=WAITING)
+    assert first.create_attempt is None and first.stalled is True and first.reason == "WaitingForTable"
+    assert first.status["message"].startswith("no AcidTable orders in namespace sales; waiting for it to be Ready")
+    later = decide({}, waiting_since(NOW, first.status["message"]), None, NOW + timedelta(seconds=60), table=WAITING)
+    assert later.status == {} and later.event is None  # said already
+
+
+def test_the_wait_for_a_table_runs_from_the_stalled_condition_so_a_restart_does_not_extend_it() -> None:
+    status = waiting_since(NOW, "said")
+    later = NOW + timedelta(seconds=61)
+    decision = decide({}, status, None, later, table=WAITING, table_wait_timeout=timedelta(seconds=60))
+    assert (decision.status["phase"], decision.reason, decision.stalled) == ("Failed", "NoTable", False)
+    assert "gave up waiting for it after 60 s" in decision.status["message"]
+
+
+def test_a_job_that_waited_for_its_table_starts_once_it_is_ready() -> None:
+    decision = decide({}, waiting_since(NOW, "said"), None, NOW + timedelta(seconds=5))
+    assert (decision.create_attempt, decision.stalled, decision.status["message"]) == (1, False, None)

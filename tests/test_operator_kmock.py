@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -221,11 +222,51 @@ def test_a_failed_driver_is_retried_with_a_new_pod(op: KmockOperator) -> None:
     assert "retrying in 10 s" in event_with(op, "compact", "AttemptFailed")["message"]
 
 
-def test_a_job_on_a_table_that_does_not_exist_fails_at_once(op: KmockOperator) -> None:
-    create(op, "compactionjobs", job_resource("compact", table="nothing"))
-    job = with_condition(op, "compactionjobs", "compact", "Failed")
-    assert condition(job, "Failed")["reason"] == "NoTable"  # type: ignore[index]
+def test_a_job_applied_before_its_table_waits_for_it_and_then_runs(op: KmockOperator) -> None:
+    """One `kubectl apply -f` holding both, the job seen first (issue 40, item 1): it waits, saying so,
+    and starts once the table is Ready."""
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert condition(job, "Stalled")["reason"] == "WaitingForTable"  # type: ignore[index]
+    assert job["status"]["phase"] == "Pending" and "no AcidTable orders in namespace sales" in job["status"]["message"]
+    assert condition(job, "Failed") is None and not op.objects("v1/pods", NS)
+    assert event_with(op, "compact", "WaitingForTable")["type"] == "Normal"
+    ready_table(op)
+    driver_pod(op, "compact")
+    job = with_condition(op, "compactionjobs", "compact", "Stalled", "False")
+    assert (job["status"]["phase"], job["status"]["attempts"]) == ("Pending", 1)
+    assert "message" not in job["status"] and condition(job, "Failed") is None
+
+
+def test_a_job_whose_table_is_not_ready_waits_and_says_why(op: KmockOperator, catalog: Catalog) -> None:
+    catalog.create_table("sales.orders", [Column("id", "bigint", False)])  # another definition: never Ready
+    create(op, "acidtables", table_resource("orders"))
+    with_condition(op, "acidtables", "orders", "Degraded")
+    create(op, "compactionjobs", job_resource("compact", table="orders"))
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert condition(job, "Stalled")["reason"] == "TableNotReady"  # type: ignore[index]
+    assert "AcidTable orders is not Ready (Ready=False, DefinitionMismatch:" in job["status"]["message"]
+    assert condition(job, "Stalled")["message"] == job["status"]["message"]  # type: ignore[index]
     assert not op.objects("v1/pods", NS)
+
+
+def test_a_job_whose_table_never_comes_fails_with_no_table_after_the_wait(
+    tmp_path: Path, etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for op in running_operator(
+        tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv, table_wait_timeout=timedelta(seconds=3)
+    ):
+        created = time.monotonic()
+        create(op, "compactionjobs", job_resource("compact", table="nothing"))
+        with_condition(op, "compactionjobs", "compact", "Stalled")
+        job = with_condition(op, "compactionjobs", "compact", "Failed")
+        assert time.monotonic() - created >= 3  # waited for it first
+        assert condition(job, "Failed")["reason"] == "NoTable"  # type: ignore[index]
+        assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+        assert job["status"]["phase"] == "Failed" and job["status"].get("attempts", 0) == 0  # no attempt made
+        assert "no AcidTable nothing in namespace sales; gave up waiting for it after 3 s" in job["status"]["message"]
+        assert event_with(op, "compact", "NoTable")["type"] == "Warning"
+        assert not op.objects("v1/pods", NS)
 
 
 PERMANENT = [

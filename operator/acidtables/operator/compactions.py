@@ -3,10 +3,17 @@ the time, what to do next. The kopf timer calls `decide` and carries the decisio
 is idempotent (a pod has a deterministic name per attempt; creating one that exists adopts it) and an
 operator restarted mid-job picks up exactly where the status says it was.
 
-Phases: Pending (pod created, not running), Running, Succeeded, Conflicted (lost to a concurrent
-commit: not retried, the next run will find the files), Failed (after `backoffLimit` retries, or a
-driver that never started or vanished, a driver pod the API server refuses for good, or one no retry can
-start: its claim does not exist or its image name is invalid, pod_states).
+Before its first attempt a job waits for its table (`TableState`): an AcidTable applied together with the
+job (one `kubectl apply -f`, a GitOps sync) is Ready a second or two after the job is seen, so the job
+stays Pending with `Stalled=True` (reason `WaitingForTable` or `TableNotReady`) and fails with `NoTable`
+only when the table is not Ready within `table_wait_timeout` of the wait's start (the Stalled condition's
+transition time, kept in status, so a restarted operator does not start the wait again).
+
+Phases: Pending (waiting for its table, or pod created, not running), Running, Succeeded, Conflicted
+(lost to a concurrent commit: not retried, the next run will find the files), Failed (after
+`backoffLimit` retries, or a driver that never started or vanished, a driver pod the API server refuses
+for good, or one no retry can start: its claim does not exist or its image name is invalid, pod_states;
+or a table that was not Ready in time).
 
 A driver pod the API server refuses (`creation_refused`) is judged by its answer: an invalid spec
 (422/400), a refusal by RBAC (403 "cannot create") or a namespace that is gone (404) will refuse every
@@ -30,6 +37,10 @@ from .executor_failures import failure_reported
 TERMINAL = ("Succeeded", "Failed", "Conflicted")
 #: how long a driver pod may stay unstarted (image pull, unschedulable) before the attempt fails
 DEFAULT_START_TIMEOUT = timedelta(minutes=5)
+#: how long a job waits for its AcidTable to be Ready before it fails with NoTable
+DEFAULT_TABLE_WAIT_TIMEOUT = timedelta(minutes=5)
+#: the Stalled reasons of a job waiting for its table
+TABLE_WAIT_REASONS = frozenset({"WaitingForTable", "TableNotReady"})
 
 
 def pod_name(job: str, attempt: int) -> str:
@@ -50,6 +61,20 @@ class Decision:
     #: the Stalled condition: True while an attempt waits on something (a retry, a pod that cannot
     #: start), False once one runs; None leaves it as it is
     stalled: bool | None = None
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Whether a job's table can be compacted now, and if not, why (read by `driving` from the API
+    server and the catalog)."""
+
+    ready: bool
+    #: WaitingForTable (no AcidTable of that name yet) or TableNotReady (there, not Ready); "" when ready
+    reason: str = ""
+    message: str = ""
+
+
+TABLE_READY = TableState(True)
 
 
 def parse_time(value: object) -> datetime | None:
@@ -145,6 +170,8 @@ def decide(
     *,
     start_timeout: timedelta = DEFAULT_START_TIMEOUT,
     ttl_seconds: int | None = None,
+    table: TableState = TABLE_READY,
+    table_wait_timeout: timedelta = DEFAULT_TABLE_WAIT_TIMEOUT,
 ) -> Decision:
     phase = status.get("phase")
     attempts = int(status.get("attempts") or 0)
@@ -154,10 +181,14 @@ def decide(
             return Decision(delete_job=True)
         return Decision()
     if attempts == 0:
+        if not table.ready:
+            return _wait_for_table(status, table, now, table_wait_timeout)
         return Decision(
-            status={"phase": "Pending", "attempts": 1, "startTime": stamp(now)},
+            status={"phase": "Pending", "attempts": 1, "startTime": stamp(now), "message": None},
             create_attempt=1,
             event=("Normal", "Started", "created driver pod attempt 1"),
+            # a job that waited for its table stops being stalled; one that did not has no Stalled yet
+            stalled=False if _waiting_since(status) is not None else None,
         )
     retry_at = parse_time(status.get("retryAt"))
     if retry_at is not None:
@@ -218,6 +249,40 @@ def decide(
             stalled=True,
         )
     return Decision()
+
+
+def _waiting_since(status: Mapping[str, Any]) -> datetime | None:
+    """When the job started waiting for its table: the transition time of its Stalled condition while
+    that says so, None when it is not waiting."""
+    for condition in status.get("conditions") or ():
+        stalled = condition.get("type") == "Stalled" and condition.get("status") == "True"
+        if stalled and condition.get("reason") in TABLE_WAIT_REASONS:
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
+def _wait_for_table(status: Mapping[str, Any], table: TableState, now: datetime, timeout: timedelta) -> Decision:
+    """Wait for the table (Stalled, said once per cause), or fail with NoTable once `timeout` has passed
+    since the wait began without it becoming Ready."""
+    since = _waiting_since(status) or now
+    seconds = int(timeout.total_seconds())
+    if now >= since + timeout:
+        why = f"{table.message}; gave up waiting for it after {seconds} s (ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS)"
+        return Decision(
+            status={"phase": "Failed", "completionTime": stamp(now), "message": why},
+            event=("Warning", "NoTable", f"{why}; create the AcidTable or fix what keeps it from being Ready"),
+            reason="NoTable",
+            stalled=False,
+        )
+    message = f"{table.message}; waiting for it to be Ready (the job fails with NoTable after {seconds} s)"
+    if status.get("message") == message and _waiting_since(status) is not None:
+        return Decision()  # said already: the timer looks again at its next tick
+    return Decision(
+        status={"phase": "Pending", "message": message},
+        event=("Normal", table.reason, message),
+        reason=table.reason,
+        stalled=True,
+    )
 
 
 def _failed_attempt(

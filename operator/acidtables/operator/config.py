@@ -60,6 +60,8 @@ class OperatorConfig:
     #: a Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, given to job pods by reference
     s3_credentials_secret: str | None = None
     driver_start_timeout: timedelta = timedelta(minutes=5)
+    #: a CompactionJob whose AcidTable is not Ready waits this long for it before it fails with NoTable
+    table_wait_timeout: timedelta = timedelta(minutes=5)
     job_env: Mapping[str, str] = field(default_factory=dict)
     #: how often automatic compaction looks at each table
     autocompact_interval_seconds: float = 30.0
@@ -103,6 +105,7 @@ class OperatorConfig:
             tls_secret=tls_secret,
             s3_credentials_secret=env.get("ACIDTABLES_S3_CREDENTIALS_SECRET") or None,
             driver_start_timeout=timedelta(seconds=timeout),
+            table_wait_timeout=timedelta(seconds=float(env.get("ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS") or 300)),
             job_env=job_env,
             autocompact_interval_seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS") or 30),
             autocompact_backoff=timedelta(seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_BACKOFF_SECONDS") or 60)),

@@ -88,6 +88,28 @@ def refresh_compacting(context: OperatorContext, namespace: str, table: str) -> 
         context.kube.patch_table_status(namespace, table, {"conditions": updated})
 
 
+def table_state(context: OperatorContext, namespace: str, table: str) -> compactions.TableState:
+    """Whether the AcidTable `table` of the namespace is Ready for a job to start on it. A table in
+    the catalog that no AcidTable declares (one a writer created) is ready as it is."""
+    resource = context.kube.read_table(namespace, table)
+    if resource is None:
+        try:
+            context.catalog.table(catalog_name(namespace, table))
+        except TableNotFoundError:
+            return compactions.TableState(False, "WaitingForTable", f"no AcidTable {table} in namespace {namespace}")
+        return compactions.TABLE_READY
+    ready = next((c for c in (resource.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
+    if ready is not None and ready.get("status") == "True" and not resource["metadata"].get("deletionTimestamp"):
+        return compactions.TABLE_READY
+    if resource["metadata"].get("deletionTimestamp"):
+        why = "it is being deleted"
+    elif ready is None:
+        why = "the operator has not created or adopted its table yet"
+    else:
+        why = f"Ready={ready.get('status')}, {ready.get('reason')}: {ready.get('message')}"
+    return compactions.TableState(False, "TableNotReady", f"AcidTable {table} is not Ready ({why})")
+
+
 def step(context: OperatorContext, namespace: str, name: str, post_event: EventPoster) -> None:
     """One step of the job `namespace/name`, under its lock, from its current state."""
     with context.job_lock(namespace, name):
@@ -102,6 +124,7 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
     attempts = int(status.get("attempts") or 0)
     pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
+    starting = attempts == 0 and status.get("phase") not in compactions.TERMINAL
     now = datetime.now(UTC)
     decision = compactions.decide(
         spec,
@@ -110,6 +133,8 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
         now,
         start_timeout=context.config.driver_start_timeout,
         ttl_seconds=spec.get("ttlSecondsAfterFinished"),
+        table=table_state(context, namespace, str(spec.get("table"))) if starting else compactions.TABLE_READY,
+        table_wait_timeout=context.config.table_wait_timeout,
     )
     if decision.delete_job:
         context.kube.delete_job(namespace, name, context.finalizer)
@@ -262,4 +287,12 @@ def _refused(
     return refused
 
 
-__all__ = ["api_error", "compacting_conditions", "executor_changed", "refresh_compacting", "running_jobs", "step"]
+__all__ = [
+    "api_error",
+    "compacting_conditions",
+    "executor_changed",
+    "refresh_compacting",
+    "running_jobs",
+    "step",
+    "table_state",
+]

@@ -18,7 +18,7 @@ from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.errors import CommitRetriesExhausted, TransactionConflictException
-from acidtables.metrics import CommitMetrics, EtcdEventCollector
+from acidtables.metrics import ClusterMetrics, CommitMetrics, EtcdEventCollector
 
 
 @pytest.fixture
@@ -81,6 +81,41 @@ def test_committed_insert_counts_as_committed(
         )
         == 1
     )
+
+
+def test_a_first_commit_creates_every_conflict_series_of_its_table_and_operation_at_zero(
+    pk_table: Table, metrics: CommitMetrics, registry: CollectorRegistry
+) -> None:
+    """Issue 40, item 6: rate() over the conflicts sees the first one as an increase from zero."""
+    tx = pk_table.begin("insert_into")
+    _stage(tx, "a")
+    tx.commit()
+    for exception in ("TransactionConflictException", "ConcurrentAppendException", "MetadataChangedException"):
+        labels = {"namespace": "s", "table": "t", "operation": "insert_into", "exception": exception}
+        assert registry.get_sample_value("acidtables_commit_conflicts_total", labels) == 0
+
+
+def test_cluster_counters_exist_from_zero_for_the_operator_and_each_known_table(registry: CollectorRegistry) -> None:
+    """Issue 40, item 6: the operator's counters before anything happened, and a table's once it is known."""
+    cluster = ClusterMetrics(registry)
+    assert registry.get_sample_value("acidtables_operator_reconcile_errors_total", {"kind": "CompactionJob"}) == 0
+    assert (
+        registry.get_sample_value("acidtables_compaction_jobs_total", {"type": "cluster", "result": "Conflicted"}) == 0
+    )
+    assert registry.get_sample_value("acidtables_compaction_bytes_rewritten_total", {"type": "major"}) == 0
+    table = {"namespace": "s", "table": "t"}
+    assert registry.get_sample_value("acidtables_cluster_aborts_total", {**table, "operation": "update"}) is None
+    cluster.table_known("s.t")
+    for name in ("commits", "retries", "exhausted", "aborts"):
+        assert registry.get_sample_value(f"acidtables_cluster_{name}_total", {**table, "operation": "update"}) == 0
+    conflict = {**table, "operation": "merge", "exception": "ConcurrentDeleteReadException"}
+    assert registry.get_sample_value("acidtables_cluster_conflicts_total", conflict) == 0
+    for kind, outcome in (("archive", "ok"), ("expire", "refused"), ("vacuum", "ok"), ("maintenance", "error")):
+        runs = {**table, "kind": kind, "outcome": outcome}
+        assert registry.get_sample_value("acidtables_maintenance_runs_total", runs) == 0
+    assert registry.get_sample_value("acidtables_maintenance_bytes_freed_total", table) == 0
+    cluster.table_known("s.t")  # known twice: still one series each, still zero
+    assert registry.get_sample_value("acidtables_cluster_commits_total", {**table, "operation": "update"}) == 0
 
 
 def test_conflicting_insert_counts_conflict_by_exception(

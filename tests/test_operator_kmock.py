@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.metrics import MetricWrapperBase
 from tests.helpers.kmock_operator import KmockOperator, running_operator
 from tests.helpers.kmock_resources import (
     NS,
@@ -461,3 +462,44 @@ def check_automatic_compaction(op: KmockOperator) -> None:
     assert job["spec"]["type"] == "minor" and job["spec"]["where"] == "dt = 'a'"
     assert job["metadata"]["ownerReferences"][0]["name"] == "auto"
     assert "3 small files in dt=a" in event_with(op, "auto", "AutoCompaction")["message"]
+
+
+# --- metrics -----------------------------------------------------------------------------------------
+
+
+def sample_value(op: KmockOperator, name: str, **labels: str) -> float | None:
+    """One sample of the operator's metrics (its registry is the test's own, so read them directly)."""
+    for metric in vars(op.metrics).values():
+        if isinstance(metric, MetricWrapperBase):
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.name == name and sample.labels == labels:
+                        return float(sample.value)
+    return None
+
+
+def test_counters_are_exported_from_zero_for_the_operator_and_every_table_it_knows(
+    op: KmockOperator, catalog: Catalog
+) -> None:
+    """Issue 40, item 6: a dashboard has a series to show and rate() an increase to see, before anything
+    happened; for a table an AcidTable declares and for one a writer made (the change feed names it)."""
+    assert sample_value(op, "acidtables_operator_reconcile_errors_total", kind="AcidTable") == 0
+    assert sample_value(op, "acidtables_operator_reconcile_errors_total", kind="CompactionJob") == 0
+    assert sample_value(op, "acidtables_compaction_jobs_total", type="minor", result="Failed") == 0
+    ready_table(op)
+    catalog.create_table("sales.written", [Column("id", "bigint", False)])
+    for table in ("orders", "written"):
+        labels = {"namespace": NS, "table": table}
+        aborts = {**labels, "operation": "delete"}
+
+        def exported(aborts: dict[str, str] = aborts) -> bool:
+            return sample_value(op, "acidtables_cluster_aborts_total", **aborts) == 0
+
+        op.eventually(exported, f"the counters of {table}", SECONDS)
+        for name in ("commits", "retries", "exhausted"):
+            assert sample_value(op, f"acidtables_cluster_{name}_total", **labels, operation="merge") == 0
+        conflict = {**labels, "operation": "update", "exception": "ConcurrentAppendException"}
+        assert sample_value(op, "acidtables_cluster_conflicts_total", **conflict) == 0
+        runs = {**labels, "kind": "vacuum", "outcome": "ok"}
+        assert sample_value(op, "acidtables_maintenance_runs_total", **runs) == 0
+        assert sample_value(op, "acidtables_maintenance_files_freed_total", **labels) == 0

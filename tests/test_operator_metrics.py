@@ -92,3 +92,36 @@ def test_counters_include_what_other_processes_did(
     # each newer version the status showed is one lag observation, taken within seconds of its commit
     lags = samples[("acidtables_operator_status_lag_seconds_count", ())]
     assert 1 <= lags <= 3 and samples[("acidtables_operator_status_lag_seconds_sum", ())] < 5 * lags
+
+
+def test_a_tables_counters_are_exported_from_zero_before_anything_happens(
+    kube_api: envtest.KubeAPI,
+    kube_namespace: str,
+    operator: OperatorProcess,
+    operator_env: dict[str, str],
+) -> None:
+    """Issue 40, item 6: every counter of the operator and of a Ready table is there at 0 (a dashboard
+    shows 0, not "no data", and rate() sees the first conflict)."""
+    envtest.apply(kube_api, kube_namespace, table_resource("quiet"))
+    envtest.kubectl(kube_api, "wait", "--for=condition=Ready", "acidtable/quiet", "-n", kube_namespace, "--timeout=60s")
+    port = operator_env["ACIDTABLES_METRICS_PORT"]
+    labels = (("namespace", kube_namespace.replace("-", "_")), ("table", "quiet"))
+
+    def key(name: str, **extra: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return name, tuple(sorted((*labels, *extra.items())))
+
+    conflicts = key("acidtables_cluster_conflicts_total", operation="update", exception="ConcurrentAppendException")
+
+    def exported() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+        found = scrape(port)
+        return found if found.get(conflicts) == 0 else None
+
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = eventually(
+        exported, "the table's counters at zero", operator
+    )
+    for name in ("commits", "retries", "exhausted", "aborts"):
+        assert samples[key(f"acidtables_cluster_{name}_total", operation="insert_into")] == 0
+    assert samples[key("acidtables_maintenance_runs_total", kind="expire", outcome="refused")] == 0
+    assert samples[key("acidtables_maintenance_bytes_freed_total")] == 0
+    assert samples[("acidtables_operator_reconcile_errors_total", (("kind", "AcidTable"),))] == 0
+    assert samples[("acidtables_compaction_jobs_total", (("result", "Succeeded"), ("type", "minor")))] == 0

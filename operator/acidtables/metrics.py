@@ -17,6 +17,13 @@ how many of those are still under their lease, whichever process they happened i
 Label values come from closed sets only (style §3 "Metrics"): namespace and table (bounded by the
 tables that exist), operation (core's `Operation` values), outcome, and conflict exception class
 names. Never txn ids, versions, partitions or paths.
+
+client_python exposes a labelled series only once `.labels()` was called, so a counter that has not
+moved yet would be missing: a dashboard shows "no data" and `rate()`/`increase()` miss its first
+event. Every counter is therefore created at zero for each known label value as soon as what it is
+about is known (Prometheus' instrumentation guidance): the operator's own ones when ClusterMetrics is
+made, a table's when the operator first sees the table (`ClusterMetrics.table_known`), a process's
+commit counters when it first commits to a table with an operation (`CommitMetrics`).
 """
 
 from __future__ import annotations
@@ -42,7 +49,11 @@ from acidtables.core import (
 
 __all__ = [
     "DURATION_BUCKETS_SECONDS",
+    "JOB_RESULTS",
+    "JOB_TYPES",
+    "MAINTENANCE_RUNS",
     "OUTCOMES",
+    "RECONCILED_KINDS",
     "ClusterMetrics",
     "CommitMetrics",
     "EtcdEventCollector",
@@ -56,6 +67,21 @@ logger = logging.getLogger(__name__)
 
 #: the values of the `outcome` label of acidtables_commits_total
 OUTCOMES = ("committed", "conflict", "aborted", "exhausted")
+
+#: the `kind` values of acidtables_operator_reconcile_errors_total: the resources the operator reconciles
+RECONCILED_KINDS = ("AcidTable", "CompactionJob")
+#: a CompactionJob's `type` (the CRD's enum) and its `result` (the phases a job ends in)
+JOB_TYPES = ("minor", "major", "cluster")
+JOB_RESULTS = ("Succeeded", "Failed", "Conflicted")
+#: the (kind, outcome) pairs of acidtables_maintenance_runs_total: what operator.maintenance reports
+#: (archive; expire, ok or refused by the retention rules; vacuum), and a maintenance pass that failed
+MAINTENANCE_RUNS = (
+    ("archive", "ok"),
+    ("expire", "ok"),
+    ("expire", "refused"),
+    ("vacuum", "ok"),
+    ("maintenance", "error"),
+)
 
 #: commits take from about a millisecond (an uncontended CAS on a local etcd) to a minute (a busy table
 #: rebasing many times against a remote etcd), so the buckets grow roughly x2.5 from 1 ms to 60 s
@@ -172,6 +198,8 @@ class CommitMetrics:
             self._seen.add(key)
         for outcome in OUTCOMES:
             self.commits.labels(namespace, table, operation, outcome)
+        for exception in CONFLICT_CLASSES:
+            self.conflicts.labels(namespace, table, operation, exception)
         self.retries.labels(namespace, table, operation)
         self.backoff.labels(namespace, table, operation)
 
@@ -424,7 +452,38 @@ class ClusterMetrics:
             "acidtables_table_etcd_bytes", "Bytes (keys and values) a table holds in etcd", table, registry=registry
         )
         self._seen_events: set[str] = set()
+        self._known_tables: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        # the operator's own counters from zero, for every value their labels can take
+        for kind in RECONCILED_KINDS:
+            self.reconcile_errors.labels(kind)
+        for job_type in JOB_TYPES:
+            self.bytes_rewritten.labels(job_type)
+            for result in JOB_RESULTS:
+                self.jobs.labels(job_type, result)
+                self.job_seconds.labels(job_type, result)
+
+    def table_known(self, table_name: str) -> None:
+        """Create a table's counters at zero, for every operation, conflict exception and maintenance
+        run (once per table; the operator calls it for each table its change feed or a handler names).
+        About 170 series per table, most of them conflicts (operations x exception classes)."""
+        try:
+            namespace, table = split_name(table_name, method="metrics")
+        except InvalidArgumentError:  # not a namespace.table name: its events are counted as they come
+            return
+        with self._lock:
+            if (namespace, table) in self._known_tables:
+                return
+            self._known_tables.add((namespace, table))
+        for operation in sorted(_OPERATIONS):
+            for counter in (self.commits, self.retries, self.exhausted, self.aborts):
+                counter.labels(namespace, table, operation)
+            for exception in CONFLICT_CLASSES:
+                self.conflicts.labels(namespace, table, operation, exception)
+        for kind, outcome in MAINTENANCE_RUNS:
+            self.maintenance_runs.labels(namespace, table, kind, outcome)
+        self.maintenance_files.labels(namespace, table)
+        self.maintenance_bytes.labels(namespace, table)
 
     def recorded_event(self, key: str, event: dict[str, Any]) -> None:
         """A conflict, retry, exhaustion or abort record, or a commit's duration (each taken once per key:

@@ -161,6 +161,7 @@ class StatusFollower:
         for change in changes:
             if change.kind == "catalog" and change.table_id and change.value is not None:
                 self._names[change.table_id] = str(change.value.get("name", ""))
+                self.metrics.table_known(self._names[change.table_id])  # its counters from zero
             elif change.kind == "event":
                 if change.value is not None:
                     self.metrics.recorded_event(change.key, change.value)
@@ -443,6 +444,7 @@ class OperatorContext:
         return quantity_bytes(minor.get("smallFileBytes"), DEFAULT_SMALL_FILE_BYTES)
 
     def follow(self, table: Table, namespace: str, name: str, spec: Mapping[str, Any] | None = None) -> None:
+        self.metrics.table_known(table.name)
         if self.follower is not None:
             self.follower.follow(table, namespace, name, self.small_file_bytes(spec or {}))
 

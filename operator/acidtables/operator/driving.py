@@ -111,12 +111,17 @@ def table_state(context: OperatorContext, namespace: str, table: str) -> compact
 
 
 def step(context: OperatorContext, namespace: str, name: str, post_event: EventPoster) -> None:
-    """One step of the job `namespace/name`, under its lock, from its current state."""
+    """One step of the job `namespace/name`, under its lock, from its current state. A step that fails
+    (the API server away) counts as a reconcile error; kopf runs it again."""
     with context.job_lock(namespace, name):
-        job = context.kube.read_job(namespace, name)
-        if job is None or job["metadata"].get("deletionTimestamp"):
-            return  # gone, or going: nothing to drive
-        _step(context, job, post_event)
+        try:
+            job = context.kube.read_job(namespace, name)
+            if job is None or job["metadata"].get("deletionTimestamp"):
+                return  # gone, or going: nothing to drive
+            _step(context, job, post_event)
+        except Exception:  # counted, not handled: kopf logs it and runs the step again after its backoff
+            context.metrics.reconcile_errors.labels("CompactionJob").inc()
+            raise
 
 
 def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster) -> None:

@@ -370,13 +370,24 @@ JVM_REFUSED = (
 )
 
 
-def executor_pod(op: KmockOperator, name: str, status: dict[str, Any]) -> None:
+def executor_pod(op: KmockOperator, name: str, status: dict[str, Any], *, held: bool = False) -> None:
     """An executor pod as Spark creates it from the driver's template (the driver's labels, Spark's
-    role), then the status a kubelet or scheduler gives it."""
+    role), then the status a kubelet or scheduler gives it; `held` by a finalizer, so that deleting it
+    leaves it there with its deletionTimestamp while the test plays the kubelet stopping it."""
     labels = {"acidtables.io/compaction-job": "compact", "acidtables.io/attempt": "1", "spark-role": "executor"}
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels}}
-    op.request("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+    metadata: dict[str, Any] = {"name": name, "namespace": NS, "labels": labels}
+    if held:
+        metadata["finalizers"] = ["test.acidtables.io/held"]
+    op.request("POST", f"/api/v1/namespaces/{NS}/pods", {"apiVersion": "v1", "kind": "Pod", "metadata": metadata})
+    executor_status(op, name, status)
+
+
+def executor_status(op: KmockOperator, name: str, status: dict[str, Any]) -> None:
     op.request("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}/status", {"status": status})
+
+
+def executor_state(phase: str, **state: Any) -> dict[str, Any]:
+    return {"phase": phase, "containerStatuses": [{"name": "executor", "state": state}]}
 
 
 def failed_executor(log: str) -> dict[str, Any]:
@@ -430,6 +441,105 @@ def test_an_executor_no_node_has_room_for_stalls_the_job_and_says_why(op: KmockO
     assert condition(job, "Stalled")["message"] == said  # type: ignore[index]
     assert event_with(op, "compact", "Unschedulable")["message"] == said
     assert job["status"]["executors"]["pending"] == 1
+
+
+def test_executors_their_driver_removes_at_shutdown_are_no_failure(op: KmockOperator) -> None:
+    """Issue 40, item 3: Spark deletes its executor pods when the application ends; one that gets the
+    SIGTERM before it exits ends with 143, one killed after the grace period with 137. Neither failed."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 2}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    running = executor_state("Running", running={"startedAt": "2026-11-28T12:00:00Z"})
+    for pod in ("compact-driver-1-exec-1", "compact-driver-1-exec-2"):
+        executor_pod(op, pod, running, held=True)
+        op.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{pod}")  # Spark's driver, at SparkContext.stop()
+    executor_status(
+        op, "compact-driver-1-exec-1", executor_state("Failed", terminated={"exitCode": 143, "reason": "Error"})
+    )
+    executor_status(
+        op, "compact-driver-1-exec-2", executor_state("Failed", terminated={"exitCode": 137, "reason": "Error"})
+    )
+    # a third that never got past its image: deleted as well, so no longer waiting to start
+    executor_pod(
+        op, "compact-driver-1-exec-3", executor_state("Pending", waiting={"reason": "ContainerCreating"}), held=True
+    )
+    op.request("DELETE", f"/api/v1/namespaces/{NS}/pods/compact-driver-1-exec-3")
+    play_kubelet(op, "compact-driver-1", "Succeeded", {"phase": "Succeeded", "message": "compacted 4 files"})
+    job = with_condition(op, "compactionjobs", "compact", "Succeeded")
+    assert int(job["status"].get("executors", {}).get("failed") or 0) == 0
+    assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+    assert [e["reason"] for e in events(op, "compact") if e.get("type") == "Warning"] == []
+
+
+def test_an_executor_pod_is_counted_once_whatever_reasons_it_passes_through(op: KmockOperator) -> None:
+    """Issue 40, item 4: ErrImagePull then ImagePullBackOff is one pending pod, posted once; the
+    message says why the job is stalled."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 2}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    pulling = {"reason": "ErrImagePull", "message": 'failed to pull image "spark:nope": not found'}
+    executor_pod(op, "compact-driver-1-exec-1", executor_state("Pending", waiting=pulling))
+    job = with_condition(op, "compactionjobs", "compact", "Stalled")
+    assert job["status"]["executors"]["pending"] == 1
+    assert job["status"]["message"] == condition(job, "Stalled")["message"]  # type: ignore[index]
+    assert "executor pod compact-driver-1-exec-1 cannot start: ErrImagePull" in job["status"]["message"]
+    backoff = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "spark:nope"'}
+    executor_status(op, "compact-driver-1-exec-1", executor_state("Pending", waiting=backoff))
+
+    def reason_of_exec_1() -> str | None:
+        recent = get(op, "compactionjobs", "compact")["status"]["executors"]["recent"]
+        return next((e["reason"] for e in recent if e["pod"] == "compact-driver-1-exec-1"), None)
+
+    op.eventually(lambda: reason_of_exec_1() == "ImagePullBackOff", "exec-1's newest reason", SECONDS)
+    job = get(op, "compactionjobs", "compact")
+    assert job["status"]["executors"]["pending"] == 1  # one pod, not one per reason
+    assert "ImagePullBackOff" in job["status"]["message"]
+    executor_pod(op, "compact-driver-1-exec-2", executor_state("Pending", waiting=pulling))
+
+    def both_pending() -> dict[str, Any] | None:
+        job = get(op, "compactionjobs", "compact")
+        executors = job["status"]["executors"]
+        return job if executors["pending"] == 2 and len(executors["recent"]) == 2 else None
+
+    job = op.eventually(both_pending, "two pending pods, each recorded", SECONDS)
+    assert job["status"]["message"].startswith(
+        "2 executor pods cannot start; last: executor pod compact-driver-1-exec-2"
+    )
+    warned = [e["message"] for e in events(op, "compact") if e.get("type") == "Warning"]
+    assert sum("exec-1 " in m for m in warned) == 1 and len(job["status"]["executors"]["recent"]) == 2
+
+
+def test_an_executor_that_starts_after_all_unstalls_the_job(op: KmockOperator) -> None:
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 1}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu."}  # fmt: skip
+    executor_pod(op, "compact-driver-1-exec-1", {"phase": "Pending", "conditions": [scheduled]})
+    with_condition(op, "compactionjobs", "compact", "Stalled")
+    started = executor_state("Running", running={"startedAt": "2026-11-28T12:00:00Z"})
+    started["conditions"] = [{"type": "PodScheduled", "status": "True"}]  # room came: the scheduler placed it
+    executor_status(op, "compact-driver-1-exec-1", started)
+    job = with_condition(op, "compactionjobs", "compact", "Stalled", "False")
+    assert job["status"]["executors"]["pending"] == 0 and "message" not in job["status"]
+
+
+def test_an_ended_job_settles_its_executor_counts(op: KmockOperator) -> None:
+    """Issue 40, item 4: no pod of a job that has ended is waiting to start."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 2}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    pulling = {"reason": "ErrImagePull", "message": 'failed to pull image "spark:nope": not found'}
+    executor_pod(op, "compact-driver-1-exec-2", executor_state("Pending", waiting=pulling))
+    with_condition(op, "compactionjobs", "compact", "Stalled")
+    play_kubelet(op, "compact-driver-1", "Succeeded", {"phase": "Succeeded", "message": "compacted 4 files"})
+    job = with_condition(op, "compactionjobs", "compact", "Succeeded")
+    assert job["status"]["executors"]["pending"] == 0 and job["status"]["message"] == "compacted 4 files"
+    assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
 
 
 # --- automatic compaction ----------------------------------------------------------------------------

@@ -313,6 +313,13 @@ class KubeClient:
         result: dict[str, Any] = json.loads(answer.data)
         return result
 
+    def list_pods(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The pods of the namespace carrying all of `labels`, as raw JSON (like read_pod)."""
+        selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+        answer: Any = self._core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+        items: list[dict[str, Any]] = json.loads(answer.data).get("items") or []
+        return items
+
     def delete_pod(self, namespace: str, name: str) -> None:
         try:
             self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
@@ -396,6 +403,9 @@ class OperatorContext:
         self._job_locks: dict[tuple[str, str], threading.Lock] = {}
         #: namespaces where Spark's account is known to exist (ensure_job_account)
         self._accounts: set[str] = set()
+        #: per job and attempt, what was said of each executor pod ("pending", "failed"): each is posted
+        #: and counted once however often its pod changes (status keeps only the last few)
+        self._executors_said: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
         self._locks_lock = threading.Lock()
 
     def job_lock(self, namespace: str, name: str) -> threading.Lock:
@@ -406,6 +416,15 @@ class OperatorContext:
     def forget_job(self, namespace: str, name: str) -> None:
         with self._locks_lock:
             self._job_locks.pop((namespace, name), None)
+            self._executors_said.pop((namespace, name), None)
+
+    def executors_said(self, namespace: str, name: str, attempt: str) -> dict[str, str]:
+        """What was said of the executor pods of the job's attempt (a new attempt starts afresh)."""
+        with self._locks_lock:
+            known = self._executors_said.get((namespace, name))
+            if known is None or known[0] != attempt:
+                known = self._executors_said[(namespace, name)] = (attempt, {})
+            return known[1]
 
     def ensure_job_account(self, namespace: str) -> None:
         """Create Spark's ServiceAccount, Role and RoleBinding in `namespace` (spark_rbac) once per

@@ -21,7 +21,7 @@ from acidtables.core import TableNotFoundError
 from . import compactions, conditions, executor_failures
 from .context import OperatorContext
 from .definition import catalog_name
-from .pods import ATTEMPT_LABEL, driver_pod
+from .pods import ATTEMPT_LABEL, JOB_LABEL, driver_pod
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,11 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
         ]
     elif phase is not None and not any(c.get("type") == FINISHED for c in previous or ()):
         updates.append(conditions.condition(previous, FINISHED, False, str(phase), "the job has not ended", generation))
+    if phase in compactions.TERMINAL and int((status.get("executors") or {}).get("pending") or 0):
+        patch["executors"] = {"pending": 0}  # settled: no pod of an ended job waits to start
     stalled = False if phase in compactions.TERMINAL else decision.stalled
+    if stalled is False and "message" not in decision.status and status.get("message"):
+        patch["message"] = None  # the message said why it was stalled, which no longer holds
     if stalled is not None:
         reason = (decision.reason or "Waiting") if stalled else "Progressing"
         text = message if stalled else (message or "an attempt is under way")
@@ -190,30 +194,51 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
 def executor_changed(
     context: OperatorContext, namespace: str, name: str, pod: Mapping[str, Any], post_event: EventPoster
 ) -> None:
-    """An executor pod of the job `namespace/name` changed: what went wrong with it (it failed, or it
-    cannot start) is kept in the job's status and posted as a Warning Event, once per pod and cause,
-    so the job says why when Spark's driver gives up on its executors (executor_failures)."""
-    trouble = executor_failures.trouble_of(pod)
-    if trouble is None:
-        return
+    """An executor pod of the job `namespace/name` changed: `status.executors` counts the attempt's pods
+    that failed and that cannot start (executor_failures.tally), each failed or stuck pod is posted once
+    as a Warning Event, and the job is Stalled, its message saying why, while any cannot start. A pod
+    Spark's driver removed at shutdown is no failure (executor_failures.removed_by_driver)."""
+    attempt = str((pod.get("metadata", {}).get("labels") or {}).get(ATTEMPT_LABEL))
     with context.job_lock(namespace, name):
         job = context.kube.read_job(namespace, name)
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
         status = job.get("status") or {}
-        attempt = (pod.get("metadata", {}).get("labels") or {}).get(ATTEMPT_LABEL)
-        if status.get("phase") in compactions.TERMINAL or attempt != str(status.get("attempts")):
+        if status.get("phase") in compactions.TERMINAL or attempt != str(status.get("attempts") or 0):
             return  # an earlier attempt's executor, or a job that has ended
-        executors = executor_failures.recorded(status, trouble)
-        if executors is None:
+        if not attempt.isdigit():
+            return  # no attempt label: not a pod Spark made from this operator's template
+        driver_ended = False
+        if executor_failures.ended_badly(pod):  # stopped by its driver's end, or failed: the driver says
+            driver = context.kube.read_pod(namespace, compactions.pod_name(name, int(attempt)))
+            driver_ended = driver is None or (driver.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        trouble = executor_failures.trouble_of(pod, driver_ended=driver_ended)
+        if trouble is None and not int((status.get("executors") or {}).get("pending") or 0):
+            return  # a pod that is fine, and none was waiting: nothing to count
+        role = {executor_failures.ROLE_LABEL: executor_failures.EXECUTOR_ROLE}
+        selector = {JOB_LABEL: name, ATTEMPT_LABEL: attempt, **role}
+        said = context.executors_said(namespace, name, attempt)
+        update = executor_failures.tally(status, trouble, context.kube.list_pods(namespace, selector), said)
+        if update is None:
             return
-        patch: dict[str, Any] = {"executors": executors}
-        if not trouble.failed:  # waiting on something (room on a node, an image): the job is stalled
-            previous, generation = status.get("conditions"), job["metadata"].get("generation")
-            stalled = conditions.condition(previous, STALLED, True, trouble.reason, trouble.message, generation)
-            patch["conditions"] = conditions.merged(previous, stalled)
+        patch: dict[str, Any] = {"executors": update.executors}
+        previous, generation = status.get("conditions"), job["metadata"].get("generation")
+        was_stalled = any(c.get("type") == STALLED and c.get("status") == "True" for c in previous or ())
+        if update.stalled is not None:  # waiting on something (room on a node, an image): said in the message too
+            reason, message = update.stalled
+            stalled = conditions.condition(previous, STALLED, True, reason, message, generation)
+            patch["conditions"], patch["message"] = conditions.merged(previous, stalled), message
+        elif was_stalled and status.get("phase") == "Running" and not status.get("retryAt"):
+            # the attempt's driver runs and no retry is due: only its executors stalled it
+            going = conditions.condition(
+                previous, STALLED, False, "Progressing", "every executor pod started", generation
+            )
+            patch["conditions"], patch["message"] = conditions.merged(previous, going), None
         context.kube.patch_job_status(namespace, name, patch)
-        post_event(job, "Warning", "ExecutorFailed" if trouble.failed else trouble.reason, trouble.describe())
+        if trouble is not None and update.said is not None:
+            said[trouble.pod] = update.said
+        if update.event is not None:
+            post_event(job, "Warning", *update.event)
 
 
 def _create_driver(

@@ -5,16 +5,24 @@ SparkContext", the real cause only in its log), and Spark deletes the failed exe
 operator sees every executor pod change (they carry the driver pod's labels, through the pod
 template), so it keeps what each failed or stuck executor said: its exit code and reason, and the last
 lines of its log (the template's `FallbackToLogsOnError` makes the kubelet put them in the terminated
-state's message), or why it cannot be scheduled or started. Each is posted once as a Warning Event;
-`status.executors` counts them, and a driver that fails after executors did is reported as
-`ExecutorsFailed` with the executors' own reasons first.
+state's message), or why it cannot be scheduled or started. Each pod is posted once as a Warning Event
+when it cannot start and once when it fails; `status.executors` counts pods (issue 40, item 4): `failed`,
+the pods of the attempt that failed, each once whatever its pod did afterwards; `pending`, the pods that
+cannot start now (read from the attempt's pods as they are, so a pod that went from ErrImagePull to
+ImagePullBackOff is one, and one that started is none). A driver that fails after executors did is
+reported as `ExecutorsFailed` with the executors' own reasons first.
+
+An executor Spark's driver removed is no failure (issue 40, item 3): the driver deletes its executor pods
+when the application ends, and one that gets the deletion's SIGTERM before it exits by itself ends with
+code 143 (or 137, killed after the grace period); an executor that ends after its driver has ended
+(the driver gone, it loses its driver) is a consequence, not a cause.
 
 Pure functions: `driving.executor_changed` reads and writes the job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +33,10 @@ ROLE_LABEL = "spark-role"
 EXECUTOR_ROLE = "executor"
 #: how many executor troubles status keeps (the count keeps counting)
 KEEP = 5
+#: 128 + SIGTERM: what a JVM stopped by its pod's deletion exits with
+SIGTERM_EXIT = 143
+#: 128 + SIGKILL: what the kubelet's kill after a deletion's grace period (or the kernel's OOM killer) gives
+SIGKILL_EXIT = 137
 
 
 @dataclass(frozen=True)
@@ -62,32 +74,117 @@ def last_words(log: str, lines: int = 2) -> str:
     return " | ".join(said[-lines:])[:500]
 
 
-def trouble_of(pod: Mapping[str, Any]) -> ExecutorTrouble | None:
-    """What is wrong with an executor pod, or None while it is fine (or ended well)."""
-    name = str(pod.get("metadata", {}).get("name", ""))
+def _ended_badly(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The terminated state of a container of the pod that exited with a code other than 0."""
     for container in pod.get("status", {}).get("containerStatuses") or []:
         terminated = (container.get("state") or {}).get("terminated")
         if terminated and int(terminated.get("exitCode") or 0) != 0:
-            message = last_words(str(terminated.get("message") or "")) or "no log"
-            reason = str(terminated.get("reason") or "Error")
-            return ExecutorTrouble(name, reason, message, int(terminated["exitCode"]))
+            found: Mapping[str, Any] = terminated
+            return found
+    return None
+
+
+def ended_badly(pod: Mapping[str, Any]) -> bool:
+    """Whether a container of the pod exited with a code other than 0 (whatever stopped it)."""
+    return _ended_badly(pod) is not None
+
+
+def removed_by_driver(pod: Mapping[str, Any], *, driver_ended: bool = False) -> bool:
+    """Whether an executor that ended badly was stopped rather than failing: SIGTERM (143, what Spark's
+    driver deleting its executors at shutdown gives), a pod being deleted whose container the deletion's
+    kill stopped (137, not the OOM killer's), or any executor that ended after its driver had ended."""
+    terminated = _ended_badly(pod)
+    if terminated is None:
+        return False
+    code = int(terminated.get("exitCode") or 0)
+    deleting = bool(pod.get("metadata", {}).get("deletionTimestamp"))
+    killed = code == SIGKILL_EXIT and deleting and terminated.get("reason") != "OOMKilled"
+    return driver_ended or code == SIGTERM_EXIT or killed
+
+
+def trouble_of(pod: Mapping[str, Any], *, driver_ended: bool = False) -> ExecutorTrouble | None:
+    """What is wrong with an executor pod, or None while it is fine, ended well, was removed by Spark's
+    driver (`removed_by_driver`), or is being deleted before it ever started."""
+    name = str(pod.get("metadata", {}).get("name", ""))
+    terminated = _ended_badly(pod)
+    if terminated is not None:
+        if removed_by_driver(pod, driver_ended=driver_ended):
+            return None
+        message = last_words(str(terminated.get("message") or "")) or "no log"
+        reason = str(terminated.get("reason") or "Error")
+        return ExecutorTrouble(name, reason, message, int(terminated["exitCode"]))
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return None  # going away before it ever started: nothing waits on it any more
     stuck = blocked(pod, who=f"executor pod {name}")
     if stuck is not None:
         return ExecutorTrouble(name, stuck.reason, stuck.message)
     return None
 
 
-def recorded(status: Mapping[str, Any], trouble: ExecutorTrouble) -> dict[str, Any] | None:
-    """`status.executors` with `trouble` added, or None when it is there already (each pod's trouble
-    is counted and posted once, however often its pod changes)."""
-    executors = dict(status.get("executors") or {})
-    recent = [dict(entry) for entry in executors.get("recent") or []]
-    if any(entry.get("pod") == trouble.pod and entry.get("reason") == trouble.reason for entry in recent):
+def cannot_start(pods: Sequence[Mapping[str, Any]]) -> list[ExecutorTrouble]:
+    """The executor pods among `pods` that cannot start now, each once (by name: a listing may repeat)."""
+    found: dict[str, ExecutorTrouble] = {}
+    for pod in pods:
+        if not is_executor(pod):
+            continue
+        trouble = trouble_of(pod)
+        if trouble is not None and not trouble.failed:
+            found[trouble.pod] = trouble
+    return [found[name] for name in sorted(found)]
+
+
+@dataclass(frozen=True)
+class ExecutorsUpdate:
+    """What one executor pod's change does to its job."""
+
+    #: the job's new `status.executors`
+    executors: dict[str, Any]
+    #: (reason, message) of a Warning Event: once per pod that cannot start, once per pod that fails
+    event: tuple[str, str] | None
+    #: the changed pod's state as `said` should now remember it: "pending" or "failed"
+    said: str | None
+    #: (reason, message) the job is stalled on while executors cannot start; None when none waits
+    stalled: tuple[str, str] | None
+
+
+def tally(
+    status: Mapping[str, Any],
+    trouble: ExecutorTrouble | None,
+    pods: Sequence[Mapping[str, Any]],
+    said: Mapping[str, str],
+) -> ExecutorsUpdate | None:
+    """`status.executors` after an executor pod changed (`trouble`: what is wrong with it now, if
+    anything), counting pods: `failed` goes up once per pod, `pending` is how many of the attempt's
+    `pods` cannot start now. `said` is what was already posted per pod (this process's memory, beside
+    `recent`, which outlives a restart for the last few pods). None when nothing changes."""
+    given = dict(status.get("executors") or {})
+    recent = [dict(entry) for entry in given.get("recent") or []]
+    failed = int(given.get("failed") or 0)
+    before = {**given, "failed": failed, "pending": int(given.get("pending") or 0), "recent": recent[-KEEP:]}
+    event: tuple[str, str] | None = None
+    state: str | None = None
+    if trouble is not None:
+        state = "failed" if trouble.failed else "pending"
+        known = said.get(trouble.pod) or next(
+            ("failed" if "exitCode" in e else "pending" for e in reversed(recent) if e.get("pod") == trouble.pod), None
+        )
+        if known == "failed":
+            state = "failed"  # a failed pod stays failed, whatever it reports while it is removed
+        elif known != state:
+            failed += int(trouble.failed)
+            event = ("ExecutorFailed" if trouble.failed else trouble.reason, trouble.describe())
+        if known != "failed":
+            recent = [e for e in recent if e.get("pod") != trouble.pod] + [trouble.to_status()]
+    waiting = cannot_start(pods)
+    executors = {**before, "failed": failed, "pending": len(waiting), "recent": recent[-KEEP:]}
+    stalled = None
+    if waiting:
+        last = trouble if trouble is not None and not trouble.failed else waiting[-1]
+        many = f"{len(waiting)} executor pods cannot start; last: " if len(waiting) > 1 else ""
+        stalled = (last.reason, f"{many}{last.message}")
+    if executors == before and event is None:
         return None
-    key = "failed" if trouble.failed else "pending"
-    executors[key] = int(executors.get(key) or 0) + 1
-    executors["recent"] = [*recent, trouble.to_status()][-KEEP:]
-    return executors
+    return ExecutorsUpdate(executors, event, state, stalled)
 
 
 def failure_reported(status: Mapping[str, Any], driver_message: str) -> tuple[str, str] | None:
@@ -111,4 +208,15 @@ def failure_reported(status: Mapping[str, Any], driver_message: str) -> tuple[st
     return "ExecutorsFailed", message
 
 
-__all__ = ["ExecutorTrouble", "failure_reported", "is_executor", "last_words", "recorded", "trouble_of"]
+__all__ = [
+    "ExecutorTrouble",
+    "ExecutorsUpdate",
+    "cannot_start",
+    "ended_badly",
+    "failure_reported",
+    "is_executor",
+    "last_words",
+    "removed_by_driver",
+    "tally",
+    "trouble_of",
+]

@@ -56,6 +56,17 @@ def test_an_executor_that_failed_by_itself_is_a_failure_even_when_spark_deletes_
     assert trouble is not None and trouble.exit_code == code
 
 
+def test_an_executor_kubernetes_evicted_is_a_failure_with_that_reason() -> None:
+    """Spark's deletion sets no DisruptionTarget; an eviction or a preemption does, and the job lost
+    that executor."""
+    pod = ended(143, deleting=True)
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
+    assert trouble_of(pod) == ExecutorTrouble("j-driver-1-exec-1", "EvictionByEvictionAPI", "boom", 143)
+    evicted = ended(143)
+    evicted["status"]["reason"] = "Evicted"
+    assert trouble_of(evicted) == ExecutorTrouble("j-driver-1-exec-1", "Evicted", "boom", 143)
+
+
 def test_a_pod_that_passes_through_two_reasons_is_one_pending_pod_said_once() -> None:
     first = tally({}, trouble_of(waiting("ErrImagePull")), [waiting("ErrImagePull")], {})
     assert first is not None and first.executors["pending"] == 1 and first.event is not None

@@ -89,17 +89,32 @@ def ended_badly(pod: Mapping[str, Any]) -> bool:
     return _ended_badly(pod) is not None
 
 
+def _disrupted(pod: Mapping[str, Any]) -> str | None:
+    """Why Kubernetes itself stopped the pod (evicted, preempted, its node tainted), if it did: the
+    condition DisruptionTarget, or the kubelet's Evicted; Spark's own deletion sets neither."""
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return str(condition.get("reason") or "DisruptionTarget")
+    reason = pod.get("status", {}).get("reason")
+    return str(reason) if reason == "Evicted" else None
+
+
 def removed_by_driver(pod: Mapping[str, Any], *, driver_ended: bool = False) -> bool:
     """Whether an executor that ended badly was stopped rather than failing: SIGTERM (143, what Spark's
     driver deleting its executors at shutdown gives), a pod being deleted whose container the deletion's
-    kill stopped (137, not the OOM killer's), or any executor that ended after its driver had ended."""
+    kill stopped (137, not the OOM killer's), or any executor that ended after its driver had ended;
+    not one Kubernetes stopped (evicted, preempted: `_disrupted`), which the job lost."""
     terminated = _ended_badly(pod)
     if terminated is None:
+        return False
+    if driver_ended:
+        return True
+    if _disrupted(pod) is not None:
         return False
     code = int(terminated.get("exitCode") or 0)
     deleting = bool(pod.get("metadata", {}).get("deletionTimestamp"))
     killed = code == SIGKILL_EXIT and deleting and terminated.get("reason") != "OOMKilled"
-    return driver_ended or code == SIGTERM_EXIT or killed
+    return code == SIGTERM_EXIT or killed
 
 
 def trouble_of(pod: Mapping[str, Any], *, driver_ended: bool = False) -> ExecutorTrouble | None:
@@ -111,7 +126,7 @@ def trouble_of(pod: Mapping[str, Any], *, driver_ended: bool = False) -> Executo
         if removed_by_driver(pod, driver_ended=driver_ended):
             return None
         message = last_words(str(terminated.get("message") or "")) or "no log"
-        reason = str(terminated.get("reason") or "Error")
+        reason = _disrupted(pod) or str(terminated.get("reason") or "Error")
         return ExecutorTrouble(name, reason, message, int(terminated["exitCode"]))
     if pod.get("metadata", {}).get("deletionTimestamp"):
         return None  # going away before it ever started: nothing waits on it any more

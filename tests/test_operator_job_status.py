@@ -89,7 +89,7 @@ def executor(kube_api: envtest.KubeAPI, namespace: str, name: str, *, held: bool
     metadata: dict[str, Any] = {"name": name, "labels": labels}
     if held:
         metadata["finalizers"] = ["test.acidtables.io/held"]
-    spec = {"containers": [{"name": "executor", "image": "acidtables-test:1"}]}
+    spec = {"restartPolicy": "Never", "containers": [{"name": "executor", "image": "acidtables-test:1"}]}
     kube_api.request("POST", f"/api/v1/namespaces/{namespace}/pods", {"apiVersion": "v1", "kind": "Pod",
                                                                       "metadata": metadata, "spec": spec})  # fmt: skip
     bind(kube_api, namespace, name)

@@ -6,12 +6,16 @@ import pytest
 
 from acidtables.core.expressions import (
     TRUE,
+    And,
     ColumnBounds,
     Compare,
+    Dialect,
+    Expr,
     expr_from_json,
     expr_sql,
     might_match,
     parse_predicate,
+    read_predicate,
     restrict_to_columns,
     split_conjuncts,
 )
@@ -127,3 +131,49 @@ def test_printed_strings_and_infinities_read_back_as_spark_reads_them() -> None:
     assert literal.this == value  # Spark's escapes: \' and \\
     assert expr_sql(Compare("amount", "<", float("inf"))) == "`amount` < CAST('Infinity' AS DOUBLE)"
     assert expr_sql(Compare("amount", "=", float("nan"))) == "`amount` = CAST('NaN' AS DOUBLE)"
+
+
+@pytest.mark.parametrize(
+    ("predicate", "expected"),
+    [
+        ("dt = 'a' -- a comment a backslash continues \\\nAND dt = 'b'", Compare("dt", "=", "a")),
+        ("dt = 'a' /* nested /* comments */ AND dt = 'b' */", Compare("dt", "=", "a")),
+        ("dt = 'a' -- to the line's end\nAND id = 1", And((Compare("dt", "=", "a"), Compare("id", "=", 1)))),
+    ],
+)
+def test_comments_end_where_sparks_end(predicate: str, expected: Expr) -> None:
+    """Reading a commented-out AND as code would narrow the predicate below what Spark selects."""
+    reading = read_predicate(predicate, COLUMNS)
+    assert reading.complete and reading.expr == expected
+
+
+def test_an_unclosed_comment_or_quote_is_not_understood() -> None:
+    assert parse_predicate("dt = 'a' /* open", COLUMNS) is None
+    assert parse_predicate("dt = 'a", COLUMNS) is None
+    assert parse_predicate("dt = R'a", COLUMNS) is None
+
+
+@pytest.mark.parametrize(
+    ("dialect", "predicate"),
+    [
+        (Dialect(escaped_string_literals=True), r"dt = 'back\\slash'"),
+        (Dialect(escaped_string_literals=True), "dt = 'it''s'"),
+        (Dialect(double_quoted_identifiers=True), 'dt = "x"'),
+    ],
+)
+def test_literals_a_session_setting_changes_are_left_to_spark(dialect: Dialect, predicate: str) -> None:
+    assert parse_predicate(predicate, COLUMNS) is not None  # Spark's defaults
+    assert parse_predicate(predicate, COLUMNS, dialect=dialect) is None
+    assert parse_predicate("dt = 'plain' OR dt = R'r\\aw'", COLUMNS, dialect=dialect) is not None
+
+
+@pytest.mark.parametrize(
+    "value", ["back\\slash", "it's", 'say "hi"', "a\nb\tc\x00", "\\%\\_", "é😀日", "\\u0041", "k=v/50%"]
+)
+def test_a_string_printed_by_history_reads_back_as_the_same_value(value: str) -> None:
+    assert parse_predicate(expr_sql(Compare("dt", "=", value)), COLUMNS) == Compare("dt", "=", value)
+
+
+def test_a_backquoted_column_may_hold_a_backquote() -> None:
+    types = {"a`b": "STRING"}
+    assert parse_predicate(expr_sql(Compare("a`b", "=", "x")), types) == Compare("a`b", "=", "x")

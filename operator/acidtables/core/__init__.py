@@ -55,6 +55,7 @@ from acidtables.core.events import subscribe as subscribe_to_commits
 from acidtables.core.expressions import (
     And,
     Compare,
+    Dialect,
     Expr,
     In,
     IsNull,
@@ -66,6 +67,7 @@ from acidtables.core.expressions import (
     might_match,
     parse_predicate,
     parse_target_predicate,
+    read_predicate,
 )
 from acidtables.core.log.operations import Operation, Policy
 from acidtables.core.log.records import (
@@ -135,6 +137,7 @@ __all__ = [
     "CorruptMetadataError",
     "DataFile",
     "DataFilesMissingError",
+    "Dialect",
     "EmbeddedEtcd",
     "EtcdSettings",
     "ExpireReport",
@@ -189,6 +192,7 @@ __all__ = [
     "parse_target_predicate",
     "partition_files",
     "plan_compaction",
+    "read_predicate",
     "read_retention",
     "spell_duration",
     "split_name",

@@ -40,7 +40,7 @@ from acidtables.core import (
 )
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
-from .modify import holds, refuse_key_assignment
+from .modify import holds, refuse_key_assignment, session_dialect
 from .prepared import Prepared, preparing
 from .scan import read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, new_columns, spark_type, table_struct
@@ -257,14 +257,18 @@ def _values(
 
 def _read_predicate(merge: MergeBuilder, meta: TableMetadata) -> Expr | None:
     """What the MERGE reads of its target: the condition's target side, or, with not-matched-by-source
-    clauses, that or any of their conditions (None: the whole table)."""
-    expr = parse_target_predicate(merge.condition, meta.column_types, TARGET)
+    clauses, that or any of their conditions (None: the whole table). Literals read as the session reads
+    them, since Spark's join then compares those values."""
+    dialect = session_dialect(merge.spark)
+    expr = parse_target_predicate(merge.condition, meta.column_types, TARGET, dialect=dialect)
     if not merge.not_matched_by_source:
         return expr
     parts = [expr]
     for clause in merge.not_matched_by_source:
         parts.append(
-            None if clause.condition is None else parse_target_predicate(clause.condition, meta.column_types, TARGET)
+            None
+            if clause.condition is None
+            else parse_target_predicate(clause.condition, meta.column_types, TARGET, dialect=dialect)
         )
     if any(p is None for p in parts):
         return None

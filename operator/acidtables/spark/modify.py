@@ -7,22 +7,37 @@
   removed, which is why MaxCompute lets a compaction and an UPDATE both succeed (D-07).
 
 Every shape records what it read: the parsed condition and the files it scanned (conflict-rules §17).
+Spark's filter, not core's reading of the condition, picks the rows each shape changes, so a condition
+core reads only in part widens the files read (with a warning) and never the rows changed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Mapping
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
-from acidtables.core import FileKind, InvalidArgumentError, Policy, Table, TableMetadata, Transaction
+from acidtables.core import (
+    Dialect,
+    Expr,
+    FileKind,
+    InvalidArgumentError,
+    Policy,
+    Table,
+    TableMetadata,
+    Transaction,
+    read_predicate,
+)
 
 from .files import FILE, ROW, files_by_key, with_deletion_vectors, write_staged
 from .prepared import Prepared, preparing
 from .scan import read_files, read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT, spark_type, table_struct
+
+logger = logging.getLogger(__name__)
 
 
 def holds(condition: str | None) -> Column:
@@ -30,6 +45,38 @@ def holds(condition: str | None) -> Column:
     if condition is None:
         return F.lit(True)
     return F.coalesce(F.expr(condition), F.lit(False))
+
+
+def session_dialect(spark: SparkSession) -> Dialect:
+    """How `spark` reads quoted literals, so core prunes with the values Spark's filter compares: under
+    either setting a literal core would read otherwise is left to Spark (read as the whole table)."""
+
+    def enabled(key: str) -> bool:
+        return str(spark.conf.get(key, "false")).strip().lower() == "true"
+
+    return Dialect(
+        escaped_string_literals=enabled("spark.sql.parser.escapedStringLiterals"),
+        double_quoted_identifiers=enabled("spark.sql.ansi.enabled")
+        and enabled("spark.sql.ansi.doubleQuotedIdentifiers"),
+    )
+
+
+def core_condition(spark: SparkSession, meta: TableMetadata, condition: str | None, what: str) -> Expr | None:
+    """`condition` as core prunes with it (None: the whole table). Spark filters the rows after, so a
+    part core cannot read only widens the files read; a warning names it, since it costs reading more
+    files and conflicting with more commits. `what` says who reads (the table, txn and read version)."""
+    if condition is None:
+        return None
+    reading = read_predicate(condition, meta.column_types, dialect=session_dialect(spark))
+    if not reading.complete:
+        logger.warning(
+            "%s: core cannot read %s of %r, so it reads %s; Spark still picks the rows",
+            what,
+            reading.describe_left_out(),
+            condition,
+            "every file of the table" if reading.expr is None else "the files the rest selects",
+        )
+    return reading.expr
 
 
 def check_assignments(meta: TableMetadata, assignments: Mapping[str, str], method: str) -> dict[str, str]:
@@ -77,10 +124,14 @@ def assigned(meta: TableMetadata, assignments: Mapping[str, str], when: Column |
 
 
 def _copy_on_write(
-    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+    spark: SparkSession,
+    tx: Transaction,
+    condition: str | None,
+    expr: Expr | None,
+    assignments: Mapping[str, str] | None,
 ) -> dict[str, int]:
     meta, storage = tx.metadata, tx.storage
-    candidates = tx.scan(condition)
+    candidates = tx.scan(expr)
     rows = read_files(spark, meta, storage, candidates, version=tx.read_version, keep_helpers=True)
     match = holds(condition)
     matched = {r[FILE]: int(r["count"]) for r in rows.filter(match).groupBy(FILE).count().collect()}
@@ -99,10 +150,14 @@ def _copy_on_write(
 
 
 def _deletion_vectors(
-    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+    spark: SparkSession,
+    tx: Transaction,
+    condition: str | None,
+    expr: Expr | None,
+    assignments: Mapping[str, str] | None,
 ) -> dict[str, int]:
     meta, storage = tx.metadata, tx.storage
-    candidates = tx.scan(condition)
+    candidates = tx.scan(expr)
     rows = read_files(spark, meta, storage, candidates, version=tx.read_version, keep_helpers=True)
     matched = rows.filter(holds(condition)).cache()
     try:
@@ -122,12 +177,15 @@ def _deletion_vectors(
 
 
 def _merge_on_read(
-    spark: SparkSession, tx: Transaction, condition: str | None, assignments: Mapping[str, str] | None
+    spark: SparkSession,
+    tx: Transaction,
+    condition: str | None,
+    expr: Expr | None,
+    assignments: Mapping[str, str] | None,
 ) -> dict[str, int]:
     """Keyed delta records. The newest version of a row may sit in a file whose statistics do not match
     the condition, so files are pruned by partition and key only before merging (Snapshot.prune)."""
     meta, storage = tx.metadata, tx.storage
-    expr = tx.parse(condition)
     files = tx.snapshot.prune(expr)
     tx.record_read(predicate=expr, files=files, whole_table=expr is None)
     live = read_snapshot_rows(spark, meta, storage, files, version=tx.read_version).filter(holds(condition))
@@ -152,11 +210,13 @@ def change_rows(
 ) -> dict[str, int]:
     """Update (or, with no `assignments`, delete) the rows `condition` selects inside `tx`, in the shape
     the table's settings call for; what it matched."""
+    who = f"{tx.table_name}: txn {tx.txn_id} (read version {tx.read_version}), {tx.operation.display}"
+    expr = core_condition(spark, tx.metadata, condition, who)
     if tx.metadata.primary_key:
-        return _merge_on_read(spark, tx, condition, assignments)
+        return _merge_on_read(spark, tx, condition, expr, assignments)
     if tx.metadata.row_level_concurrency:
-        return _deletion_vectors(spark, tx, condition, assignments)
-    return _copy_on_write(spark, tx, condition, assignments)
+        return _deletion_vectors(spark, tx, condition, expr, assignments)
+    return _copy_on_write(spark, tx, condition, expr, assignments)
 
 
 def modify(

@@ -23,11 +23,10 @@ from acidtables.core import (
     Snapshot,
     Table,
     TimeLike,
-    parse_predicate,
 )
 
 from .files import FILE, ROW
-from .modify import validate_condition
+from .modify import core_condition, validate_condition
 from .scan import read_files, read_snapshot_rows
 from .schema import DELETE, OP_COLUMN, table_struct
 
@@ -44,7 +43,7 @@ def read_snapshot(
         if not isinstance(where, str):
             raise InvalidArgumentError(f"read(): where must be a SQL string, found {type(where).__name__}")
         validate_condition(spark, meta, where, "read")
-    expr = parse_predicate(where, meta.column_types) if where else None
+    expr = core_condition(spark, meta, where, f"{meta.name}: read() of version {snapshot.version}") if where else None
     df = read_snapshot_rows(spark, meta, table.storage, snapshot.prune(expr), version=snapshot.version, latest=latest)
     return df.filter(F.expr(where)) if where else df
 

@@ -28,7 +28,7 @@ from acidtables.core.errors import (
     TableNotFoundError,
     TransactionClosedError,
 )
-from acidtables.core.expressions import Expr, Literal, Or, parse_predicate, restrict_to_columns
+from acidtables.core.expressions import SUBSET, Expr, Literal, Or, read_predicate, restrict_to_columns
 from acidtables.core.log.operations import REWRITES, OpClass, Operation, classify
 from acidtables.core.log.records import (
     Column,
@@ -46,6 +46,10 @@ from acidtables.core.schema.ddl import check_properties, parse_schema
 from acidtables.core.storage.storage import Storage
 
 logger = logging.getLogger(__name__)
+
+#: operations whose jobs add files and remove none: their scan() is a read only, so a predicate read in
+#: part widens it; every other operation's scan() chooses files to remove, and refuses one (issue 41)
+_KEEPS_FILES = frozenset({Operation.INSERT_INTO, Operation.ALTER, Operation.UPGRADE_PROTOCOL})
 
 
 @dataclass
@@ -265,27 +269,58 @@ class Transaction:
 
     # --- what was read (conflict-rules §17) ---------------------------------------------------------
 
-    def _parse(self, predicate: str | Expr | None, method: str) -> Expr | None:
+    def _parse(self, predicate: str | Expr | None, method: str, *, exact: bool = False) -> Expr | None:
+        """The predicate as a tree. A string core reads only in part widens to what it does read (None:
+        the whole table), with a warning; with `exact` it is refused instead (issue 41: a copy-on-write
+        job removes what `scan` returns, so a predicate read as the whole table removed every file)."""
         if predicate is None or isinstance(predicate, Expr):
             return predicate
         if not isinstance(predicate, str):
             raise InvalidArgumentError(
                 f"{method}(): predicate must be a SQL string or an Expr, found {type(predicate).__name__}"
             )
-        return parse_predicate(predicate, self.metadata.column_types)
+        reading = read_predicate(predicate, self.metadata.column_types)
+        if reading.complete:
+            return reading.expr
+        if exact:
+            raise InvalidArgumentError(
+                f"{method}(): cannot read all of the predicate {predicate!r} on {self.table_name}: "
+                f"{reading.describe_left_out()}. Core reads {SUBSET}. In a {self.operation.display} "
+                "transaction the files it returns are the ones a job removes, so they would be more than the "
+                "predicate selects; nothing was read. Pass what core reads and filter the rows yourself, or "
+                "scan() with no predicate for every file"
+            )
+        widened = "the whole table" if reading.expr is None else "only the rest of it"
+        logger.warning(
+            "%s: txn %s (read version %d): %s() cannot read %s of %r, so it counts as reading %s",
+            self.table_name,
+            self.txn_id,
+            self.read_version,
+            method,
+            reading.describe_left_out(),
+            predicate,
+            widened,
+        )
+        return reading.expr
 
     def parse(self, predicate: str | Expr | None) -> Expr | None:
-        """The predicate as core understands it, or None (read as "the whole table")."""
+        """The predicate as core understands it, or None (read as "the whole table"). Of a string read
+        in part, the part it reads (`read_predicate` says what is left out); nothing is read here."""
+        if isinstance(predicate, str):
+            return read_predicate(predicate, self.metadata.column_types).expr
         return self._parse(predicate, "parse")
 
     def scan(self, predicate: str | Expr | None = None) -> list[DataFile]:
         """The pinned snapshot's files that might match `predicate`, recorded as read.
 
-        A predicate core cannot understand (or none) is recorded as a read of the whole table, which is
-        conservative: it can only add conflicts, never hide one.
+        No predicate is a read of the whole table. A SQL string must be read whole (docs/python-api.md
+        says which predicates are) in a transaction that can remove files, since a job removes what
+        this returns: anything left out raises InvalidArgumentError naming it. In an INSERT INTO (a job
+        reading its own table) it only widens the read, with a warning, which is conservative: it can
+        only add conflicts, never hide one.
         """
         self._check_open("scan")
-        expr = self._parse(predicate, "scan")
+        expr = self._parse(predicate, "scan", exact=self.operation not in _KEEPS_FILES)
         files = self.snapshot.prune(expr)
         self.record_read(predicate=expr, files=files, whole_table=expr is None)
         return files

@@ -1,8 +1,10 @@
 """SQL predicates as users write them (`"dt = '2026-11-01' AND amount < 0"`), parsed into the tree.
 
-One tokenizer serves the parser and `split_conjuncts`. The common subset is parsed; anything else
-yields None (or is dropped from a conjunction), which callers read as "reads the whole table":
-understanding less can only widen a read set, never hide a conflict.
+One tokenizer serves the parser and `split_conjuncts`. The common subset is parsed; `read_predicate`
+says what was left out and why, and `parse_predicate` keeps only the tree, where None (or a conjunct
+dropped from an AND) reads as "the whole table": understanding less can only widen a read set, never hide
+a conflict. A caller whose result decides what is removed refuses anything left out instead
+(Transaction.scan, compaction's `where`).
 """
 
 from __future__ import annotations
@@ -12,28 +14,32 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from acidtables.core.errors import AcidTablesError
+from acidtables.core.expressions.literals import SPARK_DEFAULTS, Dialect, UnreadableLiteral, string_value
 from acidtables.core.expressions.tree import COMPARISONS, And, Compare, Const, Expr, In, IsNull, Literal, Not, Or
 
-# Tokens are cut where Spark's lexer cuts them, so no part of a string literal or a comment is ever
-# read as an AND, a column or a value: strings take backslash escapes and may be double-quoted, and
-# comments run to the end of the line (--) or to */.
+# Tokens are cut where Spark's lexer cuts them (SqlBaseLexer.g4), so no part of a string literal or a
+# comment is ever read as an AND, a column or a value: strings take backslash escapes and doubled
+# quotes, may be double-quoted or raw (R'...'), and a -- comment runs to the end of the line unless a
+# backslash continues it. Bracketed comments nest, so `tokenize` cuts those itself.
 _TOKEN = re.compile(
-    r"""\s*(?:
-        (?P<comment>--[^\n]*|/\*.*?(?:\*/|\Z))
-      | (?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
+    r"""(?:
+        (?P<comment>--(?:\\\n|[^\r\n])*)
+      | (?P<string>[rR]'[^']*'|[rR]"[^"]*"|'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
       | (?P<number>-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)
       | (?P<op><=|>=|<>|!=|==|=|<|>)
       | (?P<punct>[(),])
-      | (?P<ident>`[^`]+`|[A-Za-z_][A-Za-z0-9_.]*)
-      | (?P<other>\S)
+      | (?P<ident>`(?:[^`]|``)*`|[^\W\d][\w.]*)
+      | (?P<other>.)
     )""",
     re.VERBOSE | re.DOTALL,
 )
+_BLANKS = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
 class Token:
-    #: string, number, op, punct, ident, comment, or other (any character outside the subset: `%`, `+`, ...)
+    #: string, number, op, punct, ident, comment, or other (any character outside the subset: `%`, `+`,
+    #: an unclosed quote or comment, ...)
     kind: str
     text: str
     start: int
@@ -43,14 +49,40 @@ class Token:
 def tokenize(text: str) -> list[Token]:
     """Every token of `text`, with its place in it; nothing is dropped, so parts can be cut back out."""
     tokens: list[Token] = []
-    pos = 0
-    while True:
-        match = _TOKEN.match(text, pos)
-        if match is None:  # only trailing blanks are left
-            return tokens
-        kind = match.lastgroup or ""
-        tokens.append(Token(kind, match.group(kind), match.start(kind), match.end()))
-        pos = match.end()
+    pos = _after_blanks(text, 0)
+    while pos < len(text):
+        if text.startswith("/*", pos):
+            end = _bracketed_comment_end(text, pos)
+            kind = "comment" if end is not None else "other"  # Spark refuses an unclosed comment
+            end = end if end is not None else pos + 2
+            tokens.append(Token(kind, text[pos:end], pos, end))
+        else:
+            match = _TOKEN.match(text, pos)  # always a match: `other` takes any character
+            kind = (match.lastgroup if match else None) or "other"
+            end = match.end() if match else pos + 1
+            tokens.append(Token(kind, text[pos:end], pos, end))
+        pos = _after_blanks(text, end)
+    return tokens
+
+
+def _after_blanks(text: str, pos: int) -> int:
+    blanks = _BLANKS.match(text, pos)
+    return blanks.end() if blanks else pos
+
+
+def _bracketed_comment_end(text: str, start: int) -> int | None:
+    """Where the /* comment at `start` ends, counting nested ones as Spark does; None if it never does."""
+    depth, pos = 0, start
+    while pos < len(text):
+        if text.startswith("/*", pos):
+            depth, pos = depth + 1, pos + 2
+        elif text.startswith("*/", pos):
+            depth, pos = depth - 1, pos + 2
+            if depth == 0:
+                return pos
+        else:
+            pos += 1
+    return None
 
 
 class _Unsupported(AcidTablesError):
@@ -86,13 +118,22 @@ def literal_fits(type_name: str | None, value: Literal, typed: str | None) -> bo
 
 
 class _Parser:
-    def __init__(self, text: str, column_of: Callable[[str], str | None], type_of: Callable[[str], str | None]) -> None:
+    def __init__(
+        self,
+        text: str,
+        column_of: Callable[[str], str | None],
+        type_of: Callable[[str], str | None],
+        dialect: Dialect,
+    ) -> None:
         self.tokens = [(t.kind, t.text) for t in tokenize(text) if t.kind != "comment"]
         other = next((t for t in self.tokens if t[0] == "other"), None)
         if other is not None:
-            raise _Unsupported(other[1])
+            if other[1] in "'\"`" or other[1] == "/*":
+                raise _Unsupported(f"{other[1]} is never closed")
+            raise _Unsupported(f"{other[1]} is outside that subset")
         self.column_of = column_of
         self.type_of = type_of
+        self.dialect = dialect
         self.i = 0
 
     def peek(self) -> tuple[str, str] | None:
@@ -105,17 +146,17 @@ class _Parser:
             return True
         return False
 
-    def expect(self, kind: str, value: str | None = None) -> str:
+    def expect(self, kind: str, what: str, value: str | None = None) -> str:
         tok = self.peek()
         if tok is None or tok[0] != kind or (value is not None and tok[1] != value):
-            raise _Unsupported(str(tok))
+            raise _Unsupported(f"expected {what}, found {_shown(tok)}")
         self.i += 1
         return tok[1]
 
     def parse(self) -> Expr:
         expr = self.or_expr()
         if self.peek() is not None:
-            raise _Unsupported(str(self.peek()))
+            raise _Unsupported(f"expected AND, OR or the end, found {_shown(self.peek())}")
         return expr
 
     def or_expr(self) -> Expr:
@@ -135,19 +176,23 @@ class _Parser:
             return Not(self.not_expr())
         return self.atom()
 
-    def literal(self) -> tuple[Literal, str | None]:
-        """A literal, and DATE or TIMESTAMP when it is typed (`DATE '2026-11-01'`)."""
+    def literal(self, *, adjacent: bool = True) -> tuple[Literal, str | None]:
+        """A literal, and DATE or TIMESTAMP when it is typed (`DATE '2026-11-01'`). Adjacent string
+        literals are one value, as Spark reads them (`'a' 'b'` is 'ab'), unless `adjacent` is False."""
         tok = self.peek()
         if tok is None:
-            raise _Unsupported("end of predicate")
+            raise _Unsupported("the predicate ends where a value belongs")
         kind, text = tok
         self.i += 1
         if kind == "string":
-            # Spark reads backslash escapes (a newline, a unicode or octal escape, a quote) its own way,
-            # and a double-quoted string may be an identifier: both are left to Spark
-            if text.startswith('"') or "\\" in text:
-                raise _Unsupported(text)
-            return text[1:-1].replace("''", "'"), None
+            texts = [text]
+            while adjacent and (following := self.peek()) is not None and following[0] == "string":
+                texts.append(following[1])
+                self.i += 1
+            try:
+                return string_value(texts, self.dialect), None
+            except UnreadableLiteral as exc:
+                raise _Unsupported(str(exc)) from None
         if kind == "number":
             return float(text) if any(c in text for c in ".eE") else int(text), None
         if kind == "ident" and text.upper() in ("TRUE", "FALSE"):
@@ -155,26 +200,32 @@ class _Parser:
         if kind == "ident" and text.upper() == "NULL":
             return None, None
         if kind == "ident" and text.upper() in ("DATE", "TIMESTAMP"):
-            value, typed = self.literal()  # DATE '2026-11-01' compares as its ISO string
+            value, typed = self.literal(adjacent=False)  # DATE '2026-11-01' compares as its ISO string
             if not isinstance(value, str) or typed is not None:
-                raise _Unsupported(text)
+                raise _Unsupported(f"{text} is not followed by a quoted value")
             return value, text.upper()
-        raise _Unsupported(text)
+        raise _Unsupported(f"expected a value, found {text}")
 
     def value_for(self, column: str, literal: tuple[Literal, str | None]) -> Literal:
         """The literal's value, where comparing it with `column` in Python is what Spark does."""
         value, typed = literal
-        if not literal_fits(self.type_of(column), value, typed):
-            raise _Unsupported(f"{value!r} against {column}")
+        type_name = self.type_of(column)
+        if not literal_fits(type_name, value, typed):
+            shown = f"{typed} {value!r}" if typed else repr(value)
+            raise _Unsupported(f"{column} ({type_name}) is compared with {shown}, which Spark casts first")
         return value
 
     def column(self) -> str:
-        name = self.expect("ident")
+        tok = self.peek()
+        name = self.expect("ident", "a column")
         if name.upper() in ("TRUE", "FALSE", "NULL", "AND", "OR", "NOT"):
-            raise _Unsupported(name)
-        column = self.column_of(name.strip("`"))
+            raise _Unsupported(f"expected a column, found {name}")
+        if self.peek() == ("punct", "("):
+            raise _Unsupported(f"{name}(...) is a function call")
+        bare = name[1:-1].replace("``", "`") if name.startswith("`") else name
+        column = self.column_of(bare)
         if column is None:
-            raise _Unsupported(name)
+            raise _Unsupported(f"{_shown(tok)} is not a column of the table")
         return column
 
     def atom(self) -> Expr:
@@ -182,7 +233,7 @@ class _Parser:
         if tok == ("punct", "("):
             self.i += 1
             inner = self.or_expr()
-            self.expect("punct", ")")
+            self.expect("punct", "a closing parenthesis", ")")
             return inner
         if tok and tok[0] == "ident" and tok[1].upper() in ("TRUE", "FALSE"):
             self.i += 1
@@ -190,7 +241,7 @@ class _Parser:
         if tok and tok[0] in ("string", "number"):
             # literal on the left: `'x' = col`
             literal = self.literal()
-            op = self.expect("op")
+            op = self.expect("op", "a comparison")
             col = self.column()
             value = self.value_for(col, literal)
             mirrored = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
@@ -199,27 +250,27 @@ class _Parser:
         if self.keyword("IS"):
             negated = self.keyword("NOT")
             if not self.keyword("NULL"):
-                raise _Unsupported("IS without NULL")
+                raise _Unsupported(f"expected NULL after IS, found {_shown(self.peek())}")
             return IsNull(col, negated)
         negated = self.keyword("NOT")
         if self.keyword("IN"):
-            self.expect("punct", "(")
+            self.expect("punct", "( after IN", "(")
             values = [self.value_for(col, self.literal())]
             while self.peek() == ("punct", ","):
                 self.i += 1
                 values.append(self.value_for(col, self.literal()))
-            self.expect("punct", ")")
+            self.expect("punct", "a closing parenthesis", ")")
             return In(col, tuple(values), negated)
         if self.keyword("BETWEEN"):
             low = self.value_for(col, self.literal())
             if not self.keyword("AND"):
-                raise _Unsupported("BETWEEN without AND")
+                raise _Unsupported(f"expected AND in BETWEEN, found {_shown(self.peek())}")
             high = self.value_for(col, self.literal())
             between = And((Compare(col, ">=", low), Compare(col, "<=", high)))
             return Not(between) if negated else between
         if negated:
-            raise _Unsupported("NOT after a column")
-        op = self.expect("op")
+            raise _Unsupported(f"expected IN or BETWEEN after NOT, found {_shown(self.peek())}")
+        op = self.expect("op", f"a comparison after {col}")
         value = self.value_for(col, self.literal())
         return self._compare(col, op, value)
 
@@ -227,36 +278,69 @@ class _Parser:
     def _compare(col: str, op: str, value: Literal) -> Expr:
         op = {"==": "=", "<>": "!="}.get(op, op)
         if op not in COMPARISONS:
-            raise _Unsupported(op)
+            raise _Unsupported(f"{op} is outside that subset")
         if value is None:
             return Const(False)  # `x = NULL` is never true in SQL
         return Compare(col, op, value)
 
 
+def _shown(tok: tuple[str, str] | None) -> str:
+    return "the end" if tok is None else tok[1]
+
+
 Columns = Sequence[str] | Mapping[str, str]
 
+#: what `read_predicate` understands, for messages that say what to write instead
+SUBSET = (
+    "comparisons of a column with a literal (=, ==, !=, <>, <, <=, >, >=), IN, BETWEEN, IS [NOT] NULL, AND, OR, "
+    "NOT and parentheses"
+)
 
-def parse_predicate(text: str, columns: Columns) -> Expr | None:
-    """Parse a SQL predicate over `columns`, or return None if it uses anything beyond the subset.
 
-    The subset: comparisons with literals, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT, parentheses, and
-    column names optionally qualified (`t.dt`). None means "could not understand", which callers treat
-    as a read of the whole table (conservative), never as "reads nothing". Given {name: type} (what a
-    table's metadata knows), a comparison Spark would answer with a cast is not understood either.
-    """
+@dataclass(frozen=True)
+class Reading:
+    """What core understood of a SQL predicate: `expr` (None: nothing, so the whole table) and, for
+    each part it left out, that part and why."""
+
+    text: str
+    expr: Expr | None
+    left_out: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.left_out
+
+    def describe_left_out(self) -> str:
+        """`'id % 2 = 0' (% is outside that subset)`, one such part after another."""
+        return "; ".join(f"{part!r} ({why})" for part, why in self.left_out)
+
+
+def read_predicate(text: str, columns: Columns, *, dialect: Dialect = SPARK_DEFAULTS) -> Reading:
+    """Parse a SQL predicate over `columns`: the subset (`SUBSET`), with column names optionally
+    qualified (`t.dt`), every string literal Spark reads (escapes, doubled quotes, double-quoted, raw,
+    adjacent ones concatenated) with the value Spark gives it, DATE '...' literals, TRUE and FALSE.
+
+    Given {name: type} (what a table's metadata knows), a comparison Spark would answer with a cast is
+    left out too. A top-level AND keeps the parts it understands: fewer conjuncts select more rows, so a
+    read set only widens (`dt = 'b' AND id % 2 = 0` still narrows to partition b)."""
     by_lower = {c.lower(): c for c in columns}
 
     def column_of(name: str) -> str | None:
         bare = name.rsplit(".", 1)[-1]
         return by_lower.get(bare.lower())
 
+    type_of = _types_of(columns)
     try:
-        return _Parser(text, column_of, _types_of(columns)).parse()
+        return Reading(text, _Parser(text, column_of, type_of, dialect).parse())
     except _Unsupported:
         pass
-    # Drop the AND-ed parts it cannot read: a conjunction of fewer parts selects more rows, so the read
-    # set only widens (safe), and `dt = 'b' AND id % 2 = 0` still narrows to partition b.
-    return _readable_conjuncts(text, column_of, _types_of(columns))
+    return _readable_conjuncts(text, column_of, type_of, dialect)
+
+
+def parse_predicate(text: str, columns: Columns, *, dialect: Dialect = SPARK_DEFAULTS) -> Expr | None:
+    """`read_predicate`'s tree: None means "could not understand", which callers treat as a read of the
+    whole table (conservative), never as "reads nothing"."""
+    return read_predicate(text, columns, dialect=dialect).expr
 
 
 def _types_of(columns: Columns) -> Callable[[str], str | None]:
@@ -265,18 +349,19 @@ def _types_of(columns: Columns) -> Callable[[str], str | None]:
 
 
 def _readable_conjuncts(
-    text: str, column_of: Callable[[str], str | None], type_of: Callable[[str], str | None]
-) -> Expr | None:
-    """The AND of the top-level conjuncts the parser understands; None if it understands none."""
-    kept = []
+    text: str, column_of: Callable[[str], str | None], type_of: Callable[[str], str | None], dialect: Dialect
+) -> Reading:
+    """The AND of the top-level conjuncts the parser understands (None if none), and the others."""
+    kept: list[Expr] = []
+    left_out: list[tuple[str, str]] = []
     for part in split_conjuncts(text):
         try:
-            kept.append(_Parser(part, column_of, type_of).parse())
-        except _Unsupported:
-            continue
+            kept.append(_Parser(part, column_of, type_of, dialect).parse())
+        except _Unsupported as exc:
+            left_out.append((part, str(exc)))
     if not kept:
-        return None
-    return kept[0] if len(kept) == 1 else And(tuple(kept))
+        return Reading(text, None, tuple(left_out) or ((text, "it is empty"),))
+    return Reading(text, kept[0] if len(kept) == 1 else And(tuple(kept)), tuple(left_out))
 
 
 def split_conjuncts(text: str) -> list[str]:
@@ -302,7 +387,9 @@ def split_conjuncts(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def parse_target_predicate(condition: str, columns: Columns, alias: str) -> Expr | None:
+def parse_target_predicate(
+    condition: str, columns: Columns, alias: str, *, dialect: Dialect = SPARK_DEFAULTS
+) -> Expr | None:
     """The part of a join condition about the target alone (`t.dt = '2026-11-01'`), for its read set.
 
     Conjuncts that mention anything but `alias.<column>` and literals are dropped, which widens the
@@ -317,4 +404,4 @@ def parse_target_predicate(condition: str, columns: Columns, alias: str) -> Expr
             return None
         return by_lower.get(lowered[len(prefix) :])
 
-    return _readable_conjuncts(condition, column_of, _types_of(columns))
+    return _readable_conjuncts(condition, column_of, _types_of(columns), dialect).expr

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from acidtables.core.errors import InvalidArgumentError
-from acidtables.core.expressions import Literal, parse_predicate
+from acidtables.core.expressions import Literal, read_predicate
 from acidtables.core.log.records import DataFile, FileKind, TableMetadata
 from acidtables.core.log.snapshot import Snapshot
 
@@ -77,11 +77,14 @@ def files_in_scope(snapshot: Snapshot, where: str | None, method: str) -> list[D
     """The snapshot's files in the partitions `where` selects (a condition on partition columns only)."""
     if where is None:
         return snapshot.files
-    expr = parse_predicate(where, snapshot.metadata.column_types)
-    if expr is None or not expr.columns() <= set(snapshot.metadata.partition_by):
+    # read whole or refused: a part left out would widen the files this rewrites and removes
+    reading = read_predicate(where, snapshot.metadata.column_types)
+    expr = reading.expr
+    if expr is None or not reading.complete or not expr.columns() <= set(snapshot.metadata.partition_by):
+        why = f" (core cannot read {reading.describe_left_out()})" if not reading.complete else ""
         raise InvalidArgumentError(
             f"{method}(): where={where!r} must be a simple condition on partition columns "
-            f"{list(snapshot.metadata.partition_by)}, e.g. \"dt = '2026-11-01'\""
+            f"{list(snapshot.metadata.partition_by)}, e.g. \"dt = '2026-11-01'\"{why}"
         )
     return snapshot.prune(expr, partitions_only=True)
 

@@ -99,6 +99,9 @@ class AcidSpark(Spark):
         KEYWORDS: ClassVar[dict[str, TokenType]] = {
             k: v for k, v in Spark.Tokenizer.KEYWORDS.items() if k != "OPTIMIZE"
         }
+        # Spark reads a doubled quote inside a literal as one quote ('it''s' is it's, "a""b" is a"b); as
+        # sqlglot's Spark dialect reads them, two literals concatenated, a WHERE would name another value
+        STRING_ESCAPES: ClassVar[list[str]] = [*Spark.Tokenizer.STRING_ESCAPES, "'", '"']
 
     Parser = AcidSparkParser
 

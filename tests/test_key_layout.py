@@ -45,12 +45,20 @@ def test_every_key_a_tables_life_writes_is_documented_and_every_documented_key_i
         lease, _ = coordinator.try_lead("operator", "test", 15)
         running = table.begin("insert_into")
         running.register_in_flight()
+        # a checkpoint being written (of version 7, which asks for none): its writer is registered until
+        # it is registered or abandoned
+        with table.begin("insert_into") as tx:
+            tx.add_files([staged_parquet(tx, {"dt": "a"})])
+            tx.commit()
+        staged = cat.services.snapshots.stage_checkpoint(table.snapshot(), "held")
+        assert staged is not None
         try:
             under_prefix = cat.settings.etcd.prefix + "/"
             written = [
                 m.key.decode().removeprefix(under_prefix) for _, m in coordinator.client.get_prefix(under_prefix)
             ]
         finally:
+            staged.abandon()
             running.abort()
             coordinator.resign(lease)
 

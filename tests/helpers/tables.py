@@ -182,9 +182,9 @@ class HeldCheckpoints:
         snapshots = catalog.services.snapshots
         write_checkpoint = snapshots.write_checkpoint
 
-        def held(snapshot: Snapshot, txn_id: str) -> None:
+        def held(snapshot: Snapshot, txn_id: str) -> bool:
             self.writing.set()
             assert self.release.wait(30)
-            write_checkpoint(snapshot, txn_id)
+            return write_checkpoint(snapshot, txn_id)
 
         snapshots.write_checkpoint = held  # type: ignore[method-assign]

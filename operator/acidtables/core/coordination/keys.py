@@ -8,6 +8,7 @@ Under one prefix (default `/acidtables/v1`):
     tables/<id>/txns/<txn_id>           -> version that committed the transaction (lost-answer lookup)
     tables/<id>/times/<time_us:020d>    -> version of a data commit (time travel by timestamp)
     tables/<id>/checkpoints/<v:020d>    -> checkpoint file of the active files at version v
+    tables/<id>/checkpointing/<v:020d>-<txn> -> a checkpoint being written (and the one it builds on), under a lease
     tables/<id>/inflight/<txn_id>       -> a running transaction, under the process's lease
     tables/<id>/archived                -> how far the log has moved to archive segments (core.log.tablelog)
     tables/<id>/retention               -> the oldest version time travel may still read (core.maintenance.retention)
@@ -86,6 +87,11 @@ class KeyLayout:
     def checkpoints_end(self, table_id: str) -> str:
         """The end of every checkpoint key (exclusive)."""
         return self._of(table_id, "checkpoints0")
+
+    def checkpoint_writer(self, table_id: str, writer: str) -> str:
+        """A checkpoint being written; `writer` (`<version:020d>-<txn id>`) begins the name of every file
+        it writes."""
+        return self._of(table_id, "checkpointing", writer)
 
     def inflight(self, table_id: str, txn_id: str) -> str:
         return self._of(table_id, "inflight", txn_id)

@@ -1,5 +1,6 @@
-"""Leases: the process lease that in-flight transactions register under (so cleanup can tell an
-abandoned staging area from a running one), and leader leases (core.coordination.leader)."""
+"""Leases: the process lease that in-flight transactions and checkpoint writers register under (so
+cleanup can tell an abandoned staging area from a running one, and vacuum a checkpoint being written
+from a dead writer's leftovers), and leader leases (core.coordination.leader)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 from pyetcd import transactions as ops
 
 from acidtables.core.coordination.connection import Connection
-from acidtables.core.coordination.values import dumps, json_object
+from acidtables.core.coordination.keys import pad
+from acidtables.core.coordination.values import checkpoint_entry, dumps, json_object
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.settings import EtcdSettings
@@ -54,6 +56,12 @@ class Leases(Connection):
             except Exception as exc:  # etcd down: keep trying, running transactions are unaffected
                 logger.info("refreshing the in-flight lease failed (%s); will retry", exc)
                 self._reset_client()
+
+    def _stop_keepalive(self, timeout_seconds: float) -> None:
+        """Once closed: wait (within `timeout_seconds`) for the lease keep-alive thread to end."""
+        thread = self._keepalive
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_seconds)
 
     def _revoke_process_lease(self) -> None:
         if self._lease is not None:
@@ -108,6 +116,64 @@ class Leases(Connection):
             except CorruptMetadataError as exc:
                 out[key.rsplit("/", 1)[1]] = {"damaged": str(exc)}
         return out
+
+    # --- checkpoints being written (core.log.checkpoint_writer) ---------------------------------------
+
+    def begin_checkpoint(self, table_id: str, version: int, txn_id: str, base: str | None, ttl: int) -> str:
+        """Register a checkpoint of `version` being written, under the process lease, naming the
+        registered checkpoint (list path) it builds on; returns its writer name, `<version:020d>-<txn id>`,
+        with which every file it writes begins. While it is registered no vacuum deletes those files or
+        what `base` names; when the process dies, the lease takes the registration with it."""
+        lease = self._process_lease(ttl)
+        writer = f"{pad(version)}-{txn_id}"
+        key = self.keys.checkpoint_writer(table_id, writer)
+        self._call("a checkpoint writer's registration", lambda c: c.put(key, dumps({"base": base}), lease))
+        return writer
+
+    def register_checkpoint(self, table_id: str, version: int, path: str, writer: str) -> bool:
+        """Register the checkpoint file `path` of `version` and end its writer's registration, in one
+        transaction that holds only while that registration does: False (nothing registered) when it is
+        gone, because its lease expired and a vacuum may since have taken the writer's files."""
+        writing = self.keys.checkpoint_writer(table_id, writer)
+        succeeded, _ = self._call(
+            "a checkpoint registration",
+            lambda c: c.transaction(
+                compare=[c.transactions.version(writing) > 0],
+                success=[ops.Put(self.keys.checkpoint(table_id, version), path.encode()), ops.Delete(writing)],
+                failure=[],
+            ),
+        )
+        return bool(succeeded)
+
+    def end_checkpoint(self, table_id: str, writer: str) -> None:
+        """End a checkpoint writer's registration without registering its checkpoint (it gave up)."""
+        key = self.keys.checkpoint_writer(table_id, writer)
+        self._call("a checkpoint writer's removal", lambda c: c.delete(key))
+
+    def checkpoints_and_writers(self, table_id: str) -> tuple[list[tuple[int, str]], dict[str, dict[str, Any]]]:
+        """The checkpoints registered in etcd, (version, path), and the checkpoint writers registered,
+        writer name -> {"base": the list path it builds on, or None}, read at one revision: a writer gone
+        from the second is in the first, or gave up, or died (core.maintenance.metadata_files)."""
+        start, end = self.keys.checkpoint(table_id, 0), self.keys.checkpoints_end(table_id)
+        writers = self.keys.family(table_id, "checkpointing")
+        _, responses = self._call(
+            "a checkpoint and writer listing",
+            lambda c: c.transaction(
+                compare=[],
+                success=[ops.Get(start, range_end=end), ops.Get(writers, range_end=writers[:-1] + "0")],
+                failure=[],
+            ),
+        )
+        registered_kvs, writer_kvs = responses
+        registered = [checkpoint_entry(value, meta) for value, meta in registered_kvs]
+        found: dict[str, dict[str, Any]] = {}
+        for value, meta in writer_kvs:
+            key = meta.key.decode(errors="replace")
+            try:
+                found[key.rsplit("/", 1)[1]] = json_object(value, key)
+            except CorruptMetadataError as exc:  # still a live writer: what it builds on is unknown, not none
+                found[key.rsplit("/", 1)[1]] = {"damaged": str(exc)}
+        return registered, found
 
     # --- leader election (core.coordination.leader) ---------------------------------------------------
 

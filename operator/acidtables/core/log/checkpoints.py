@@ -97,6 +97,8 @@ class Previous:
     version: int
     content: Mapping[str, Any]
     records: Sequence[CommitRecord]
+    #: its manifest list, as registered (what a checkpoint being written names as the one it builds on)
+    path: str = ""
 
     @property
     def buckets(self) -> int:

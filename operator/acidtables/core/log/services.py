@@ -25,7 +25,8 @@ from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.events import CommitEvent
 from acidtables.core.log.archive import Archive
 from acidtables.core.log.background import BackgroundWork
-from acidtables.core.log.checkpoints import Previous, proven_checkpoint, read_snapshot, write_checkpoint
+from acidtables.core.log.checkpoint_writer import StagedCheckpoint, stage_checkpoint
+from acidtables.core.log.checkpoints import Previous, proven_checkpoint, read_snapshot
 from acidtables.core.log.records import CommitRecord, unseal_entry
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
 from acidtables.core.log.tablelog import TableLog, archive_log
@@ -42,6 +43,9 @@ def wall_clock_us() -> int:
 
 
 #: the outcomes recorded in etcd for the operator; commits need no record of their own (the log is one)
+#: how long close() waits for an in-flight registration under way (one etcd request)
+_REGISTRAR_STOP_SECONDS = 10.0
+
 RECORDED_KINDS = frozenset({"conflict", "retry", "exhausted", "aborted"})
 
 
@@ -120,6 +124,7 @@ class Services:
         """End the background threads (what is still queued is dropped: `flush` first to finish it)."""
         self.checkpointer.close()
         self.archiver.close()
+        self.registrar.close()
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:
         """Tell this process's observers (metrics, logs) about a commit outcome, and record the ones the
@@ -213,9 +218,12 @@ class Registrar:
         self._sequence = itertools.count()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def schedule(self, transaction: Registrable) -> None:
         with self._changed:
+            if self._closed:
+                return
             due = time.monotonic() + self.after_seconds
             heapq.heappush(self._due, (due, next(self._sequence), weakref.ref(transaction)))
             if self._thread is None:
@@ -223,11 +231,23 @@ class Registrar:
                 self._thread.start()
             self._changed.notify()
 
+    def close(self) -> None:
+        """Register nothing more, and end the thread (waiting out a registration under way)."""
+        with self._changed:
+            self._closed = True
+            self._due.clear()
+            self._changed.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_REGISTRAR_STOP_SECONDS)
+
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._due or self._due[0][0] > time.monotonic():
+                while not self._closed and (not self._due or self._due[0][0] > time.monotonic()):
                     self._changed.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                if self._closed:
+                    return
                 _, _, ref = heapq.heappop(self._due)
             transaction = ref()
             if transaction is not None:
@@ -308,13 +328,27 @@ class SnapshotCache:
             logger.warning("checkpoint %s of %s is ignored (%s); reading the log instead", path, location, exc)
             return None
 
-    def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> None:
+    def write_checkpoint(self, snapshot: Snapshot, txn_id: str) -> bool:
         """Write and register `snapshot`'s checkpoint, rewriting only the manifests the commits since the
-        previous checkpoint touched (core.log.checkpoints)."""
+        previous checkpoint touched (core.log.checkpoints); False when it was not registered (said in
+        the log)."""
+        staged = self.stage_checkpoint(snapshot, txn_id)
+        return staged is not None and staged.register()
+
+    def stage_checkpoint(self, snapshot: Snapshot, txn_id: str) -> StagedCheckpoint | None:
+        """Write `snapshot`'s checkpoint without registering it yet, its writer registered in etcd so that
+        no vacuum deletes what it names (core.log.checkpoint_writer); None when a checkpoint at or after
+        its version is registered already."""
         table_id, location = snapshot.metadata.table_id, snapshot.metadata.location
-        storage = self.services.storage(location)
-        path = write_checkpoint(storage, snapshot, txn_id, self._previous(table_id, location, snapshot.version))
-        self.services.coordinator.put_checkpoint(table_id, snapshot.version, path)
+        return stage_checkpoint(
+            self.services.coordinator,
+            self.services.storage(location),
+            self.services.log(table_id, location),
+            snapshot,
+            txn_id,
+            self._previous(table_id, location, snapshot.version),
+            lease_ttl_seconds=self.services.settings.commit.lease_ttl_seconds,
+        )
 
     def _previous(self, table_id: str, location: str, version: int) -> Previous | None:
         """The manifest checkpoint before `version` and the records since, when it is near enough to
@@ -331,4 +365,4 @@ class SnapshotCache:
         if "manifests" not in content:
             return None
         records = [self.services.decode_log_entry(location, e) for e in log.read(found[0], version)]
-        return Previous(found[0], content, records)
+        return Previous(found[0], content, records, found[1])

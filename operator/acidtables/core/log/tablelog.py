@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 #: log entries read at a time while looking for the end of a run of commits without a time version
 _RUN_BATCH = 16
+#: a version after any a table will reach: "at or before" it is "the newest"
+_NEWEST = 10**19 - 1
 
 
 class TableLog:
@@ -122,12 +124,30 @@ class TableLog:
     def registered_checkpoints(self) -> tuple[list[tuple[int, str]], bool]:
         """(version, path) of every checkpoint registered anywhere (etcd, the archive marker, the
         readable segments), oldest first, and whether every archive segment could be read."""
-        archived, complete = self.archive.all_checkpoints()
+        state = self.checkpoint_state()
+        return state.registered, state.complete
+
+    def checkpoint_state(self) -> CheckpointState:
+        """Every checkpoint registered anywhere and every checkpoint writer registered now.
+
+        etcd first (its checkpoint keys and writers at one revision), the archive after: the archiver
+        writes a segment before etcd lets go of its checkpoint keys, so a registration etcd no longer
+        held is in a segment listed after, and none made before the etcd read is missed however an
+        archiver interleaves (vacuum decides from this what nobody names)."""
+        recent, writers = self.coordinator.checkpoints_and_writers(self.table_id)
         marker = self.coordinator.archive_marker(self.table_id)
-        found = {*self.coordinator.checkpoints(self.table_id), *archived}
+        archived, complete = self.archive.all_checkpoints()
+        found = {*recent, *archived}
         if marker.checkpoint:
             found.add(marker.checkpoint)
-        return sorted(found), complete
+        return CheckpointState(sorted(found), complete, writers)
+
+    def newest_checkpoint(self) -> tuple[int, str] | None:
+        """The newest checkpoint registered anywhere: etcd's, else the archive marker's (read after
+        etcd, so one that left etcd meanwhile is the marker's or older than the marker's)."""
+        found = self.coordinator.checkpoint_at_or_before(self.table_id, _NEWEST)
+        marker = self.coordinator.archive_marker(self.table_id)
+        return max((c for c in (found, marker.checkpoint) if c is not None), default=None)
 
     def checkpoint_at_or_before(self, version: int, *, within: int) -> tuple[int, str] | None:
         """The newest checkpoint at or before `version`, wherever its registration is now."""
@@ -141,6 +161,19 @@ class TableLog:
             candidates = [c for c in (found, marker.checkpoint) if c is not None and c[0] <= version]
             return max(candidates, default=None)
         return self.archive.checkpoint_at_or_before(version)
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """A table's checkpoints as vacuum sees them (TableLog.checkpoint_state)."""
+
+    #: (version, list path) of every checkpoint registered in etcd or the archive, oldest first
+    registered: list[tuple[int, str]]
+    #: whether every archive segment could be read (if not, `registered` may lack some)
+    complete: bool
+    #: checkpoint writers registered now: writer name (how its files' names begin) -> {"base": the list
+    #: path it builds on, or None} ({"damaged": why} when the value cannot be read)
+    writers: dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -226,4 +259,12 @@ def archive_log(log: TableLog, *, keep_versions: int, batch_versions: int = 1000
     return ArchiveReport(archived, removed, marker.upto, segments)
 
 
-__all__ = ["ArchiveMarker", "ArchiveReport", "TableLog", "archivable_upto", "archive_log", "oldest_registered_read"]
+__all__ = [
+    "ArchiveMarker",
+    "ArchiveReport",
+    "CheckpointState",
+    "TableLog",
+    "archivable_upto",
+    "archive_log",
+    "oldest_registered_read",
+]

@@ -364,3 +364,10 @@ def test_a_job_waits_for_its_table_as_long_as_the_chart_says(rendered: Callable[
     that long for it to be Ready before it fails with NoTable."""
     env = operator_env(documents(rendered("single-node-defaults")["manifest"]))
     assert env["ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS"] == env["ACIDTABLES_DRIVER_START_TIMEOUT_SECONDS"] == "300"
+
+
+def test_executors_get_the_start_deadline_the_chart_says(rendered: Callable[[str], dict[str, Any]]) -> None:
+    """executorStartTimeoutSeconds reaches the operator (issue 40, item 2): a running driver whose
+    executors have not started by then fails its job instead of waiting for ever."""
+    env = operator_env(documents(rendered("single-node-defaults")["manifest"]))
+    assert env["ACIDTABLES_EXECUTOR_START_TIMEOUT_SECONDS"] == "300"

@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from acidtables.operator.compactions import TableState, decide
-from acidtables.operator.executor_failures import last_words
+from acidtables.operator.compactions import TableState, decide, executor_deadline
+from acidtables.operator.executor_failures import census, last_words
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
 
@@ -147,3 +147,88 @@ def test_the_wait_for_a_table_runs_from_the_stalled_condition_so_a_restart_does_
 def test_a_job_that_waited_for_its_table_starts_once_it_is_ready() -> None:
     decision = decide({}, waiting_since(NOW, "said"), None, NOW + timedelta(seconds=5))
     assert (decision.create_attempt, decision.stalled, decision.status["message"]) == (1, False, None)
+
+
+# --- the executors' start deadline (issue 40, item 2) ---------------------------------------------
+
+
+def executor(name: str, **state: Any) -> dict[str, Any]:
+    labels = {"spark-role": "executor"}
+    return {"metadata": {"name": name, "labels": labels}, "status": {"containerStatuses": [{"state": state}]}}
+
+
+PULLING = {"reason": "ErrImagePull", "message": 'failed to pull image "spark:nope": not found'}
+BACKING_OFF = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "spark:nope"'}
+RUNNING_JOB = {"attempts": 1, "phase": "Running"}
+
+
+def with_executors(requested: int, **spark: Any) -> dict[str, Any]:
+    return {"backoffLimit": 3, "spark": {"executors": requested, **spark}}
+
+
+def judged(spec: dict[str, Any], pods: list[dict[str, Any]], *, after: float, seen_running: int = 0) -> Any:
+    """The decision `after` seconds past the driver's start (pod() starts it at NOW), with the attempt's
+    executor pods as the operator lists them once the deadline has passed."""
+    now = NOW + timedelta(seconds=after)
+    due = executor_deadline(spec, RUNNING_JOB, pod("Running"), timedelta(seconds=60))
+    found = census(pods, seen_running) if due is not None and now >= due else None
+    return decide(spec, RUNNING_JOB, pod("Running"), now, executors=found, executor_start_timeout=timedelta(seconds=60))
+
+
+def test_executors_none_of_which_started_by_their_deadline_fail_the_job_naming_their_reasons() -> None:
+    pods = [executor("j-exec-1", waiting=PULLING), executor("j-exec-2", waiting=BACKING_OFF)]
+    assert judged(with_executors(2), pods, after=59).status == {}  # not yet
+    decision = judged(with_executors(2), pods, after=61)
+    assert (decision.status["phase"], decision.reason, decision.stalled) == ("Failed", "ExecutorsNotStarted", False)
+    assert decision.create_attempt is None and "retryAt" not in decision.status  # not retried: backoffLimit 3
+    assert decision.status["message"] == (
+        "no executor started within 60 s of the driver's start (2 requested): executor pod j-exec-2 cannot "
+        'start: ImagePullBackOff: Back-off pulling image "spark:nope" (1 more ErrImagePull)'
+    )
+    assert (decision.delete_pod, decision.delete_executors) == ("j-driver-1", ("j-exec-1", "j-exec-2"))
+    assert decision.event is not None and decision.event[:2] == ("Warning", "ExecutorsNotStarted")
+
+
+def test_a_driver_that_created_no_executor_pod_fails_at_the_deadline_saying_so() -> None:
+    decision = judged(with_executors(2), [], after=61)
+    assert decision.status["phase"] == "Failed" and "created no executor pod" in decision.status["message"]
+
+
+def test_a_job_with_some_executors_running_at_the_deadline_goes_on_and_says_how_many_never_started() -> None:
+    pods = [executor(f"j-exec-{i}", running={"startedAt": stamp(NOW)}) for i in range(1, 6)]
+    pods += [executor(f"j-exec-{i}", waiting=BACKING_OFF) for i in range(6, 9)]
+    decision = judged(with_executors(8), pods, after=61)
+    assert "phase" not in decision.status and decision.delete_pod is None and decision.delete_executors == ()
+    assert decision.status["executors"] == {"neverStarted": 3} and decision.stalled is False
+    assert decision.status["message"].startswith(
+        "5 of 8 executors running at the start deadline (60 s); 3 never started: executor pod j-exec-8 cannot "
+        "start: ImagePullBackOff"
+    )
+    assert decision.status["message"].endswith("(2 more ImagePullBackOff); the job goes on with 5")
+    once = {**RUNNING_JOB, "executors": {"neverStarted": 3}}
+    assert executor_deadline(with_executors(8), once, pod("Running"), timedelta(seconds=60)) is None  # judged once
+
+
+def test_executors_spark_removed_after_they_ran_are_no_reason_to_fail() -> None:
+    """The application ended and Spark deleted its executors just before the deadline, while its driver
+    still runs: the operator saw them running, so they started."""
+    decision = judged(with_executors(2), [], after=61, seen_running=2)
+    assert decision.status == {"executors": {"neverStarted": 0}} and decision.event is None
+    ended = [executor("j-exec-1", terminated={"exitCode": 143}), executor("j-exec-2", terminated={"exitCode": 143})]
+    assert judged(with_executors(2), ended, after=61).status == {"executors": {"neverStarted": 0}}
+
+
+def test_a_jobs_own_executor_start_timeout_overrides_the_operators() -> None:
+    pods = [executor("j-exec-1", waiting=PULLING)]
+    assert judged(with_executors(1, executorStartTimeoutSeconds=120), pods, after=61).status == {}
+    assert judged(with_executors(1, executorStartTimeoutSeconds=120), pods, after=121).status["phase"] == "Failed"
+    assert judged(with_executors(1, executorStartTimeoutSeconds=30), pods, after=31).status["phase"] == "Failed"
+
+
+def test_the_deadline_runs_from_the_drivers_container_start() -> None:
+    started = pod("Running", created=NOW - timedelta(seconds=600))
+    started["status"]["containerStatuses"] = [{"name": "driver", "state": {"running": {"startedAt": stamp(NOW)}}}]
+    assert executor_deadline(with_executors(1), RUNNING_JOB, started, timedelta(seconds=60)) == NOW + timedelta(
+        seconds=60
+    )
+    assert executor_deadline({}, RUNNING_JOB, started, timedelta(seconds=60)) is None  # local mode: no executors

@@ -22,6 +22,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from tests.helpers.tables import staged_parquet
 from acidtables import Catalog, Table
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator.compactions import parse_time
 from acidtables.operator.executor_failures import is_executor
 from acidtables.operator.spark_rbac import SPARK_RULES
 
@@ -137,6 +139,14 @@ class PodCluster:
     def logs(self) -> str:
         return "\n".join(f"--- {pod}\n{self.kubelet.log(pod)[-3000:]}" for pod in self.kubelet.started)
 
+    def warnings(self, job: str) -> list[tuple[str, str]]:
+        """(reason, message) of every Warning Event on the job."""
+        return [
+            (str(e.get("reason")), str(e.get("message")))
+            for e in self.operator.objects("v1/events", NAMESPACE)
+            if e.get("involvedObject", {}).get("name") == job and e.get("type") == "Warning"
+        ]
+
     def spark_calls(self) -> set[tuple[str, str]]:
         """(resource, verb) of every call made under the job's ServiceAccount: Spark's."""
         assert self.operator.kube is not None
@@ -194,6 +204,10 @@ def test_executors_on_their_own_network_register_with_the_driver_and_run_its_tas
     status = cluster.run("without", "alone", {"driverMemory": "1g"})
     assert status["phase"] == "Succeeded", f"{status}\n{cluster.logs()}"
 
+    # executors that succeeded, removed by Spark at the end: no Warning, no failure (issue 40, item 3)
+    assert int((status_of(cluster, "with-executors").get("executors") or {}).get("failed") or 0) == 0
+    assert cluster.warnings("with-executors") == [], cluster.warnings("with-executors")
+
     executors = cluster.executors()
     assert len(executors) == 2, f"executor pods started: {executors}"
     logs = {key: cluster.kubelet.log(key) for key in executors}
@@ -234,6 +248,51 @@ def test_executors_that_cannot_reach_the_driver_fail_the_job_with_their_own_reas
     assert "exited with code 1" in message and "0.0.0.0" in message, message
     assert status["executors"]["failed"] >= 2, status
     assert {call for call in cluster.spark_calls() if not _granted(*call)} == set()
+
+
+def status_of(cluster: PodCluster, job: str) -> dict[str, Any]:
+    found = cluster.operator.request("GET", f"{GROUP}/namespaces/{NAMESPACE}/compactionjobs/{job}")
+    status: dict[str, Any] = found.get("status") or {}
+    return status
+
+
+def test_executors_whose_image_cannot_be_pulled_fail_the_job_within_their_deadline(cluster: PodCluster) -> None:
+    """Issue 40, item 2: the executors' image is not there (the kubelet says ErrImagePull), so Spark's
+    driver waits for resources for ever; the job's own deadline (30 s from the driver's start) fails it,
+    naming the pods' reason, and removes the driver and its executor pods. The table is untouched."""
+    table = _small_files(cluster.catalog, f"{NAMESPACE}.unpulled")
+    files = len(table.snapshot().files)
+    give_to_pod_user(cluster.catalog.settings.warehouse)
+    spark = {
+        "executors": 2,
+        "executorMemory": "512m",
+        "driverMemory": "1g",
+        "executorStartTimeoutSeconds": 30,
+        "conf": {"spark.kubernetes.executor.container.image": "localhost/acidtables-absent:0"},
+    }
+    status = cluster.run("unpulled", "unpulled", spark)
+    said = f"{status}\n{cluster.logs()}"
+    assert status["phase"] == "Failed", said
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "ExecutorsNotStarted", said
+    assert status["message"].startswith("no executor started within 30 s of the driver's start (2 requested): "), said
+    assert "ErrImagePull" in status["message"] and "localhost/acidtables-absent:0" in status["message"], said
+    # within its deadline: the driver pod's start (here its creation: the test kubelet gives no startedAt)
+    # plus 30 s, plus a tick of the job's timer
+    created = parse_time(cluster.kubelet.started["unpulled-driver-1"]["metadata"]["creationTimestamp"])
+    ended = parse_time(status["completionTime"])
+    assert created is not None and ended is not None
+    assert timedelta(seconds=29) <= ended - created <= timedelta(seconds=45), (created, ended)
+    assert ("ExecutorsNotStarted", status["message"] + "; the driver and its executor pods are removed") in (
+        cluster.warnings("unpulled")
+    )
+
+    def removed() -> bool:
+        return not cluster.operator.objects("v1/pods", NAMESPACE) and not cluster.kubelet.running()
+
+    cluster.operator.eventually(removed, "the driver and its executor pods removed", timeout_seconds=60)
+    assert not [key for key in cluster.executors() if key.startswith("unpulled")]  # none ever ran
+    assert len(table.snapshot().files) == files
 
 
 # --- the same on a real kube-apiserver -------------------------------------------------------------

@@ -6,7 +6,9 @@ pruning and watch semantics apply."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.helpers import envtest
@@ -70,7 +72,8 @@ def running_driver(kube_api: envtest.KubeAPI, namespace: str, operator: Operator
     envtest.apply(kube_api, namespace, job_resource("compact", spark={"driverMemory": "1g", **spark}))
     eventually(lambda: pod_named(kube_api, namespace, "compact-driver-1"), "the driver pod", operator)
     bind(kube_api, namespace, "compact-driver-1")
-    started = {"startedAt": "2026-11-28T12:00:00Z"}
+    # started now: the executors' start deadline runs from here
+    started = {"startedAt": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     pod_status(kube_api, namespace, "compact-driver-1", {"phase": "Running", "containerStatuses": [
         container("driver", running=started)]})  # fmt: skip
     eventually(lambda: get_job(kube_api, namespace, "compact")["status"].get("phase") == "Running", "Running", operator)
@@ -146,3 +149,33 @@ def test_an_executor_pod_is_counted_once_the_stall_is_said_and_the_end_settles_i
     )
     status = get_job(kube_api, kube_namespace, "compact")["status"]
     assert status["executors"]["pending"] == 0 and status["message"] == "compacted 4 files"
+
+
+def test_executors_that_never_start_fail_the_job_at_the_jobs_own_deadline_and_are_removed(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess
+) -> None:
+    """Issue 40, item 2: the job's own spark.executorStartTimeoutSeconds (the CRD allows 10 and more);
+    past it with no executor running the job fails naming the pods' reason, its pods removed."""
+    running_driver(kube_api, kube_namespace, operator, executors=2, executorStartTimeoutSeconds=10)
+    began = time.monotonic()
+    for pod in ("compact-driver-1-exec-1", "compact-driver-1-exec-2"):
+        executor(kube_api, kube_namespace, pod)
+        waiting = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "spark:nope"'}
+        pod_status(kube_api, kube_namespace, pod, {"phase": "Pending", "containerStatuses": [
+            container("executor", waiting=waiting)]})  # fmt: skip
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Failed", "compactionjob/compact", "-n", kube_namespace, "--timeout=60s"
+    )
+    assert time.monotonic() - began >= 5  # waited for the deadline (10 s from the driver's start)
+    job = get_job(kube_api, kube_namespace, "compact")
+    assert condition(job, "Failed")["reason"] == "ExecutorsNotStarted"  # type: ignore[index]
+    assert "no executor started within 10 s of the driver's start (2 requested)" in job["status"]["message"]
+    assert "ImagePullBackOff" in job["status"]["message"] and job["status"]["executors"]["pending"] == 0
+
+    def removed() -> bool:
+        pods = ("compact-driver-1", "compact-driver-1-exec-1", "compact-driver-1-exec-2")
+        return all(pod_named(kube_api, kube_namespace, pod) is None for pod in pods)
+
+    eventually(removed, "the driver and its executor pods removed", operator)
+    warnings = [e for e in events_for(kube_api, kube_namespace, "compact") if e["type"] == "Warning"]
+    assert "ExecutorsNotStarted" in {e["reason"] for e in warnings}

@@ -39,9 +39,15 @@ from acidtables.operator.pods import JOB_LABEL
 
 @pytest.fixture
 def op(
-    tmp_path: Path, etcd_server: EmbeddedEtcd, etcd_prefix: str, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    etcd_server: EmbeddedEtcd,
+    etcd_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[KmockOperator]:
-    yield from running_operator(tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv)
+    """The operator; a test parametrized indirectly on `op` gives it OperatorConfig fields."""
+    config = getattr(request, "param", {})
+    yield from running_operator(tmp_path, etcd_server.endpoint, etcd_prefix, monkeypatch.setenv, **config)
 
 
 @pytest.fixture
@@ -540,6 +546,79 @@ def test_an_ended_job_settles_its_executor_counts(op: KmockOperator) -> None:
     job = with_condition(op, "compactionjobs", "compact", "Succeeded")
     assert job["status"]["executors"]["pending"] == 0 and job["status"]["message"] == "compacted 4 files"
     assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("op", [{"executor_start_timeout": timedelta(seconds=3)}], indirect=True)
+def test_executors_that_never_start_fail_the_job_at_their_deadline_and_their_pods_are_removed(
+    op: KmockOperator,
+) -> None:
+    """Issue 40, item 2: an executor image that cannot be pulled used to keep the job Stalled for ever."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 2}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    started = time.monotonic()
+    pulling = {"reason": "ErrImagePull", "message": 'failed to pull image "spark:nope": not found'}
+    for pod in ("compact-driver-1-exec-1", "compact-driver-1-exec-2"):
+        executor_pod(op, pod, executor_state("Pending", waiting=pulling))
+    with_condition(op, "compactionjobs", "compact", "Stalled")
+    job = with_condition(op, "compactionjobs", "compact", "Failed")
+    assert time.monotonic() - started >= 1  # the deadline runs from the driver's start (whole seconds)
+    assert condition(job, "Failed")["reason"] == "ExecutorsNotStarted"  # type: ignore[index]
+    assert condition(job, "Finished")["status"] == "True"  # type: ignore[index]
+    assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+    message = job["status"]["message"]
+    assert message.startswith("no executor started within 3 s of the driver's start (2 requested): executor pod")
+    assert "cannot start: ErrImagePull: failed to pull image" in message and "(1 more ErrImagePull)" in message
+    assert job["status"]["phase"] == "Failed" and job["status"]["attempts"] == 1  # not retried
+    assert job["status"]["executors"]["pending"] == 0
+    assert event_with(op, "compact", "ExecutorsNotStarted")["type"] == "Warning"
+    op.eventually(lambda: not op.objects("v1/pods", NS), "the driver and its executor pods removed", SECONDS)
+    assert op.metrics.jobs.labels("minor", "Failed")._value.get() == 1
+
+
+@pytest.mark.parametrize("op", [{"executor_start_timeout": timedelta(seconds=3)}], indirect=True)
+def test_a_job_with_some_executors_running_goes_on_past_the_deadline_and_says_how_many_never_started(
+    op: KmockOperator,
+) -> None:
+    """Issue 40, item 2: 5 of 8 executors fitted on the node; the job runs with them."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("compact", table="orders", spark={"executors": 8}))
+    driver_pod(op, "compact")
+    play_kubelet(op, "compact-driver-1", "Running")
+    running = executor_state("Running", running={"startedAt": "2026-11-28T12:00:00Z"})
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/1 nodes are available: 1 Insufficient cpu."}  # fmt: skip
+    for number in range(1, 9):
+        state = running if number <= 5 else {"phase": "Pending", "conditions": [scheduled]}
+        executor_pod(op, f"compact-driver-1-exec-{number}", state)
+
+    def judged() -> dict[str, Any] | None:
+        job = get(op, "compactionjobs", "compact")
+        return job if "neverStarted" in job["status"].get("executors", {}) else None
+
+    job = op.eventually(judged, "the start deadline judged", SECONDS)
+    assert job["status"]["executors"]["neverStarted"] == 3 and job["status"]["phase"] == "Running"
+    assert job["status"]["message"].startswith(
+        "5 of 8 executors running at the start deadline (3 s); 3 never started: executor pod "
+    )
+    assert job["status"]["message"].endswith("; the job goes on with 5")
+    assert condition(job, "Stalled")["status"] == "False"  # type: ignore[index]
+    assert condition(job, "Failed") is None and len(op.objects("v1/pods", NS)) == 9
+    assert "the job goes on with 5" in event_with(op, "compact", "ExecutorsNotStarted")["message"]
+    # a stuck pod changing again does not stall the job any more
+    backoff = executor_state("Pending", waiting={"reason": "ImagePullBackOff", "message": "Back-off"})
+    executor_status(op, "compact-driver-1-exec-8", backoff)
+
+    def newest_reason() -> str | None:
+        recent = get(op, "compactionjobs", "compact")["status"]["executors"]["recent"]
+        return next((e["reason"] for e in recent if e["pod"] == "compact-driver-1-exec-8"), None)
+
+    op.eventually(lambda: newest_reason() == "ImagePullBackOff", "exec-8's newest reason recorded", SECONDS)
+    assert condition(get(op, "compactionjobs", "compact"), "Stalled")["status"] == "False"  # type: ignore[index]
+    play_kubelet(op, "compact-driver-1", "Succeeded", {"phase": "Succeeded", "message": "compacted 4 files"})
+    job = with_condition(op, "compactionjobs", "compact", "Succeeded")
+    assert job["status"]["executors"]["neverStarted"] == 3 and job["status"]["executors"]["pending"] == 0
 
 
 # --- automatic compaction ----------------------------------------------------------------------------

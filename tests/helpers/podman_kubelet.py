@@ -141,10 +141,24 @@ class PodmanKubelet(Kubelet):
         super()._finish(pod, code)
         self.network.remove(key)
 
+    def _image_missing(self, pod: dict[str, Any], container: dict[str, Any]) -> bool:
+        """As the kubelet reports an image it cannot pull: ErrImagePull, the container waiting, nothing
+        run. Only images podman already holds start (a sandbox reaches no registry)."""
+        image = container["image"]
+        if subprocess.run(podman("image", "exists", image), capture_output=True, timeout=120).returncode == 0:
+            return False
+        message = f'failed to pull and unpack image "{image}": not found in the local store, and no registry'
+        self._status(pod, {"phase": "Pending", "containerStatuses": [
+            self._container(container, {"waiting": {"reason": "ErrImagePull", "message": message}})]})  # fmt: skip
+        return True
+
     def _start(self, pod: dict[str, Any]) -> None:
         key = self.key(pod)
         spec = pod["spec"]
         container = spec["containers"][0]
+        if self._image_missing(pod, container):
+            self._started.add(key)  # tried once: the pod stays waiting until it is deleted
+            return
         netns, address = self.network.add(key)
         env = self._env(pod, container)
         command = [expand(part, env) for part in container.get("command") or []]

@@ -9,6 +9,14 @@ stays Pending with `Stalled=True` (reason `WaitingForTable` or `TableNotReady`) 
 only when the table is not Ready within `table_wait_timeout` of the wait's start (the Stalled condition's
 transition time, kept in status, so a restarted operator does not start the wait again).
 
+A running driver's executors have a start deadline (issue 40, item 2): `spark.executorStartTimeoutSeconds`
+of the job, else the operator's `executor_start_timeout`, from the driver's start. It is judged once, from
+the attempt's executor pods then (`executor_failures.Census`): with none ever started the job fails
+(`ExecutorsNotStarted`, the pods' reasons in the message) and the driver and its executor pods are
+removed, not retried (the deadline began once the cluster ran the driver, so what keeps the executors out
+for that long, an image, room, a quota, needs someone to change it); with some running it goes on, and
+`status.executors.neverStarted` says how many did not start.
+
 Phases: Pending (waiting for its table, or pod created, not running), Running, Succeeded, Conflicted
 (lost to a concurrent commit: not retried, the next run will find the files), Failed (after
 `backoffLimit` retries, or a driver that never started or vanished, a driver pod the API server refuses
@@ -32,13 +40,16 @@ from typing import Any
 
 from . import pod_states
 from .conditions import stamp
-from .executor_failures import failure_reported
+from .executor_failures import Census, failure_reported, never_started, some_never_started
 
 TERMINAL = ("Succeeded", "Failed", "Conflicted")
 #: how long a driver pod may stay unstarted (image pull, unschedulable) before the attempt fails
 DEFAULT_START_TIMEOUT = timedelta(minutes=5)
 #: how long a job waits for its AcidTable to be Ready before it fails with NoTable
 DEFAULT_TABLE_WAIT_TIMEOUT = timedelta(minutes=5)
+#: how long a running driver's executors may take to start before the job fails (none started) or goes
+#: on without those that did not
+DEFAULT_EXECUTOR_START_TIMEOUT = timedelta(minutes=5)
 #: the Stalled reasons of a job waiting for its table
 TABLE_WAIT_REASONS = frozenset({"WaitingForTable", "TableNotReady"})
 
@@ -53,6 +64,8 @@ class Decision:
     #: create the driver pod of this attempt
     create_attempt: int | None = None
     delete_pod: str | None = None
+    #: executor pods to remove with the driver (Kubernetes' garbage collector would, later, by owner)
+    delete_executors: tuple[str, ...] = ()
     delete_job: bool = False
     #: (type, reason, message) of an Event to post on the job
     event: tuple[str, str, str] | None = None
@@ -116,6 +129,72 @@ def outcome_of(pod: Mapping[str, Any]) -> dict[str, Any]:
     return outcome
 
 
+def driver_started(pod: Mapping[str, Any]) -> datetime | None:
+    """When the driver's container started (the kubelet's startedAt), else the pod's start, else its
+    creation."""
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        running = (container.get("state") or {}).get("running") or {}
+        if container.get("name") == "driver" and parse_time(running.get("startedAt")) is not None:
+            return parse_time(running.get("startedAt"))
+    return parse_time(pod.get("status", {}).get("startTime")) or parse_time(
+        pod.get("metadata", {}).get("creationTimestamp")
+    )
+
+
+def executor_start_timeout(spec: Mapping[str, Any], default: timedelta) -> timedelta:
+    """The job's own `spark.executorStartTimeoutSeconds`, else the operator's."""
+    seconds = (spec.get("spark") or {}).get("executorStartTimeoutSeconds")
+    return timedelta(seconds=int(seconds)) if seconds is not None else default
+
+
+def executor_deadline(
+    spec: Mapping[str, Any], status: Mapping[str, Any], pod: Mapping[str, Any] | None, default: timedelta
+) -> datetime | None:
+    """When the attempt's executors must be running by; None when there is nothing to judge: no
+    executors asked for, the driver not running, or the deadline judged already (`neverStarted` set)."""
+    requested = int((spec.get("spark") or {}).get("executors") or 0)
+    if not requested or pod is None or status.get("phase") != "Running":
+        return None
+    if pod.get("status", {}).get("phase") != "Running" or "neverStarted" in (status.get("executors") or {}):
+        return None
+    started = driver_started(pod)
+    return None if started is None else started + executor_start_timeout(spec, default)
+
+
+def _judge_executors(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    found: Census,
+    now: datetime,
+    default: timedelta,
+) -> Decision:
+    """The start deadline has passed: fail the job when no executor ever started, else say how many did not."""
+    requested = int((spec.get("spark") or {}).get("executors") or 0)
+    seconds = int(executor_start_timeout(spec, default).total_seconds())
+    failed = int((status.get("executors") or {}).get("failed") or 0)
+    if found.running == 0 and found.started == 0 and failed == 0:
+        why = never_started(found, requested, seconds)
+        return Decision(
+            status={"phase": "Failed", "completionTime": stamp(now), "message": why},
+            delete_pod=pod.get("metadata", {}).get("name"),
+            delete_executors=found.pods,
+            event=("Warning", "ExecutorsNotStarted", f"{why}; the driver and its executor pods are removed"),
+            reason="ExecutorsNotStarted",
+            stalled=False,
+        )
+    missing = max(0, requested - max(found.running, found.started))
+    if missing == 0:
+        return Decision(status={"executors": {"neverStarted": 0}})
+    message = some_never_started(found, requested, seconds)
+    return Decision(
+        status={"executors": {"neverStarted": missing}, "message": message},
+        event=("Warning", "ExecutorsNotStarted", message),
+        reason="ExecutorsNotStarted",
+        stalled=False,  # it goes on with the executors it has: nothing waits for the others any more
+    )
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why the API server refused a driver pod, in a condition's terms."""
@@ -172,7 +251,11 @@ def decide(
     ttl_seconds: int | None = None,
     table: TableState = TABLE_READY,
     table_wait_timeout: timedelta = DEFAULT_TABLE_WAIT_TIMEOUT,
+    executors: Census | None = None,
+    executor_start_timeout: timedelta = DEFAULT_EXECUTOR_START_TIMEOUT,
 ) -> Decision:
+    """The job's next step. `executors` is the attempt's executor pods once their start deadline has
+    passed (`executor_deadline`; the caller lists them only then), None before."""
     phase = status.get("phase")
     attempts = int(status.get("attempts") or 0)
     if phase in TERMINAL:
@@ -219,7 +302,12 @@ def decide(
             event=("Normal" if outcome["phase"] == "Succeeded" else "Warning", outcome["phase"], message),
         )
     if pod_phase == "Running":
-        return Decision(status={"phase": "Running"}, stalled=False) if phase != "Running" else Decision()
+        if phase != "Running":
+            return Decision(status={"phase": "Running"}, stalled=False)
+        due = executor_deadline(spec, status, pod, executor_start_timeout)
+        if due is not None and now >= due and executors is not None:
+            return _judge_executors(spec, status, pod, executors, now, executor_start_timeout)
+        return Decision()
     created = parse_time(pod.get("metadata", {}).get("creationTimestamp")) or now
     if now - created > start_timeout:
         why = f"the driver pod did not start within {int(start_timeout.total_seconds())} s ({_waiting_reason(pod)})"

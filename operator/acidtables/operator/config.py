@@ -62,6 +62,8 @@ class OperatorConfig:
     driver_start_timeout: timedelta = timedelta(minutes=5)
     #: a CompactionJob whose AcidTable is not Ready waits this long for it before it fails with NoTable
     table_wait_timeout: timedelta = timedelta(minutes=5)
+    #: a running driver's executors not started by then: the job fails (none started) or goes on without them
+    executor_start_timeout: timedelta = timedelta(minutes=5)
     job_env: Mapping[str, str] = field(default_factory=dict)
     #: how often automatic compaction looks at each table
     autocompact_interval_seconds: float = 30.0
@@ -106,6 +108,9 @@ class OperatorConfig:
             s3_credentials_secret=env.get("ACIDTABLES_S3_CREDENTIALS_SECRET") or None,
             driver_start_timeout=timedelta(seconds=timeout),
             table_wait_timeout=timedelta(seconds=float(env.get("ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS") or 300)),
+            executor_start_timeout=timedelta(
+                seconds=float(env.get("ACIDTABLES_EXECUTOR_START_TIMEOUT_SECONDS") or 300)
+            ),
             job_env=job_env,
             autocompact_interval_seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS") or 30),
             autocompact_backoff=timedelta(seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_BACKOFF_SECONDS") or 60)),

@@ -322,7 +322,8 @@ class KubeClient:
 
     def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            # the answer unread, as in read_pod: the client's model refuses a status shaped otherwise
+            self._core.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _preload_content=False)
         except self._errors as exc:
             if exc.status != 404:
                 raise

@@ -131,6 +131,14 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
     pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
     starting = attempts == 0 and status.get("phase") not in compactions.TERMINAL
     now = datetime.now(UTC)
+    census = None
+    deadline = compactions.executor_deadline(spec, status, pod, context.config.executor_start_timeout)
+    if deadline is not None and now >= deadline:  # listed only when there is something to judge
+        said = context.executors_said(namespace, name, str(attempts))
+        census = executor_failures.census(
+            context.kube.list_pods(namespace, _executor_selector(name, str(attempts))),
+            seen_running=sum(state == "running" for state in said.values()),
+        )
     decision = compactions.decide(
         spec,
         status,
@@ -140,6 +148,8 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
         ttl_seconds=spec.get("ttlSecondsAfterFinished"),
         table=table_state(context, namespace, str(spec.get("table"))) if starting else compactions.TABLE_READY,
         table_wait_timeout=context.config.table_wait_timeout,
+        executors=census,
+        executor_start_timeout=context.config.executor_start_timeout,
     )
     if decision.delete_job:
         context.kube.delete_job(namespace, name, context.finalizer)
@@ -187,6 +197,11 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
     context.kube.patch_job_status(namespace, name, patch)
     if decision.event is not None:
         post_event(job, *decision.event)
+    for executor in decision.delete_executors:  # after the status: the job has ended whatever happens here
+        try:
+            context.kube.delete_pod(namespace, executor)
+        except (context.kube.errors, OSError) as exc:  # its owner, the driver pod, is gone: the collector follows
+            logger.warning("%s/%s: could not remove executor pod %s (%s)", namespace, name, executor, exc)
     if phase is not None and phase != status.get("phase"):
         refresh_compacting(context, namespace, str(spec.get("table")))
 
@@ -208,6 +223,10 @@ def executor_changed(
             return  # an earlier attempt's executor, or a job that has ended
         if not attempt.isdigit():
             return  # no attempt label: not a pod Spark made from this operator's template
+        said = context.executors_said(namespace, name, attempt)
+        if executor_failures.is_running(pod) and said.get(str(pod["metadata"]["name"])) is None:
+            # remembered for the start deadline: Spark deletes its executors when the application ends
+            said[str(pod["metadata"]["name"])] = "running"
         driver_ended = False
         if executor_failures.ended_badly(pod):  # stopped by its driver's end, or failed: the driver says
             driver = context.kube.read_pod(namespace, compactions.pod_name(name, int(attempt)))
@@ -215,16 +234,18 @@ def executor_changed(
         trouble = executor_failures.trouble_of(pod, driver_ended=driver_ended)
         if trouble is None and not int((status.get("executors") or {}).get("pending") or 0):
             return  # a pod that is fine, and none was waiting: nothing to count
-        role = {executor_failures.ROLE_LABEL: executor_failures.EXECUTOR_ROLE}
-        selector = {JOB_LABEL: name, ATTEMPT_LABEL: attempt, **role}
-        said = context.executors_said(namespace, name, attempt)
-        update = executor_failures.tally(status, trouble, context.kube.list_pods(namespace, selector), said)
+        update = executor_failures.tally(
+            status, trouble, context.kube.list_pods(namespace, _executor_selector(name, attempt)), said
+        )
         if update is None:
             return
         patch: dict[str, Any] = {"executors": update.executors}
         previous, generation = status.get("conditions"), job["metadata"].get("generation")
         was_stalled = any(c.get("type") == STALLED and c.get("status") == "True" for c in previous or ())
-        if update.stalled is not None:  # waiting on something (room on a node, an image): said in the message too
+        past_deadline = "neverStarted" in (status.get("executors") or {})
+        if past_deadline:
+            pass  # the start deadline was judged: the job goes on without the pods that cannot start
+        elif update.stalled is not None:  # waiting on something (room on a node, an image): said in the message too
             reason, message = update.stalled
             stalled = conditions.condition(previous, STALLED, True, reason, message, generation)
             patch["conditions"], patch["message"] = conditions.merged(previous, stalled), message
@@ -239,6 +260,11 @@ def executor_changed(
             said[trouble.pod] = update.said
         if update.event is not None:
             post_event(job, "Warning", *update.event)
+
+
+def _executor_selector(job: str, attempt: str) -> dict[str, str]:
+    """The labels of an attempt's executor pods: the driver's (through the template) and Spark's role."""
+    return {JOB_LABEL: job, ATTEMPT_LABEL: attempt, executor_failures.ROLE_LABEL: executor_failures.EXECUTOR_ROLE}
 
 
 def _create_driver(

@@ -12,6 +12,11 @@ cannot start now (read from the attempt's pods as they are, so a pod that went f
 ImagePullBackOff is one, and one that started is none). A driver that fails after executors did is
 reported as `ExecutorsFailed` with the executors' own reasons first.
 
+Executors have a start deadline of their own (issue 40, item 2): a driver whose executors cannot start
+(an image that cannot be pulled, no room on any node) would wait for them for ever ("Initial job has not
+accepted any resources"). `Census` is what the attempt's executor pods are at the deadline, and
+`never_started` says it in words; `compactions.decide` judges it once.
+
 An executor Spark's driver removed is no failure (issue 40, item 3): the driver deletes its executor pods
 when the application ends, and one that gets the deletion's SIGTERM before it exits by itself ends with
 code 143 (or 137, killed after the grace period); an executor that ends after its driver has ended
@@ -148,6 +153,84 @@ def cannot_start(pods: Sequence[Mapping[str, Any]]) -> list[ExecutorTrouble]:
     return [found[name] for name in sorted(found)]
 
 
+def _container_state(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        state: Mapping[str, Any] = container.get("state") or {}
+        return state
+    return {}
+
+
+def is_running(pod: Mapping[str, Any]) -> bool:
+    """Whether the executor's container runs now (and Spark has not removed the pod)."""
+    return "running" in _container_state(pod) and not pod.get("metadata", {}).get("deletionTimestamp")
+
+
+def has_started(pod: Mapping[str, Any]) -> bool:
+    """Whether the executor's container ever ran: it runs, or it ended (whatever its exit code)."""
+    state = _container_state(pod)
+    return "running" in state or "terminated" in state
+
+
+@dataclass(frozen=True)
+class Census:
+    """The executor pods of one attempt as they are now, at the start deadline."""
+
+    #: how many run now
+    running: int
+    #: how many ever ran (running or ended): the application had executors
+    started: int
+    #: the pods that cannot start now, each with its reason (`cannot_start`)
+    waiting: tuple[ExecutorTrouble, ...]
+    #: every executor pod of the attempt, by name (removed with the driver when the job fails)
+    pods: tuple[str, ...]
+
+
+def census(pods: Sequence[Mapping[str, Any]], seen_running: int = 0) -> Census:
+    """The executor pods among `pods`; `seen_running` counts pods this operator saw running that may be
+    gone from the listing since (Spark deletes its executors when the application ends)."""
+    executors = {str(p.get("metadata", {}).get("name", "")): p for p in pods if is_executor(p)}
+    started = sum(has_started(p) for p in executors.values())
+    return Census(
+        running=sum(is_running(p) for p in executors.values()),
+        started=max(started, seen_running),
+        waiting=tuple(cannot_start(list(executors.values()))),
+        pods=tuple(sorted(executors)),
+    )
+
+
+def _reasons(waiting: Sequence[ExecutorTrouble]) -> str:
+    """The pods' reasons in words: the last pod's own, then how many more and why."""
+    last = waiting[-1]
+    others: dict[str, int] = {}
+    for trouble in waiting[:-1]:
+        others[trouble.reason] = others.get(trouble.reason, 0) + 1
+    more = ", ".join(f"{count} more {reason}" for reason, count in sorted(others.items()))
+    return last.describe() + (f" ({more})" if more else "")
+
+
+def never_started(found: Census, requested: int, seconds: int) -> str:
+    """Why no executor runs at the start deadline, naming the pods' reasons (ErrImagePull...)."""
+    head = f"no executor started within {seconds} s of the driver's start ({requested} requested)"
+    if found.waiting:
+        return f"{head}: {_reasons(found.waiting)}"
+    if found.pods:
+        return f"{head}: {len(found.pods)} executor pods created, none running yet (not scheduled or still starting)"
+    return (
+        f"{head}: Spark's driver created no executor pod (its log says why: the job's ServiceAccount may not "
+        "create pods, or the executor settings were refused)"
+    )
+
+
+def some_never_started(found: Census, requested: int, seconds: int) -> str:
+    """What the status says when some executors run at the deadline and the job goes on with them."""
+    missing = requested - found.running
+    why = f": {_reasons(found.waiting)}" if found.waiting else ""
+    return (
+        f"{found.running} of {requested} executors running at the start deadline ({seconds} s); {missing} never "
+        f"started{why}; the job goes on with {found.running}"
+    )
+
+
 @dataclass(frozen=True)
 class ExecutorsUpdate:
     """What one executor pod's change does to its job."""
@@ -224,14 +307,20 @@ def failure_reported(status: Mapping[str, Any], driver_message: str) -> tuple[st
 
 
 __all__ = [
+    "Census",
     "ExecutorTrouble",
     "ExecutorsUpdate",
     "cannot_start",
+    "census",
     "ended_badly",
     "failure_reported",
+    "has_started",
     "is_executor",
+    "is_running",
     "last_words",
+    "never_started",
     "removed_by_driver",
+    "some_never_started",
     "tally",
     "trouble_of",
 ]

@@ -311,3 +311,34 @@ def test_a_checkpoint_proves_itself_before_it_is_registered(writer: Catalog) -> 
     assert 9 not in registered(writer, table)
     with pytest.raises(ValueError):
         proven_checkpoint(path.read_bytes(), 9)
+
+
+def test_repair_writes_an_unreadable_checkpoint_again_and_vacuum_then_deletes_the_old_one(
+    catalog: Catalog, writer: Catalog, vacuumer: Catalog
+) -> None:
+    """fsck names a torn checkpoint and the repair; `repair()` writes it again from the log, commits no
+    version, and registers it in place of the old one, whose files the next vacuum deletes."""
+    table = eight_versions(writer, "sales.repaired")
+    torn = registered(writer, table)[8]
+    old = named(table, torn)
+    Path(table.location, torn).write_bytes(b"{torn")
+    other = vacuumer.table("sales.repaired")
+    [problem] = next(c for c in other.fsck().checks if c.name == "checkpoints").problems
+    assert torn in problem and "readers of the versions it starts replay the log instead" in problem
+    assert "`acidtables fsck sales.repaired --repair` writes it again" in problem
+
+    assert other.repair(dry_run=True).checkpoints == (8,)
+    assert registered(writer, table)[8] == torn
+    report = other.repair()
+    assert report.checkpoints == (8,) and report.version is None and other.version == 8
+    rewritten = registered(writer, table)[8]
+    assert rewritten != torn and other.fsck().ok
+    with catalog_with(catalog, checkpoint_interval=4) as reader:
+        again = reader.table("sales.repaired")
+        assert reader.services.snapshots.load(again.table_id, again.location, 8).to_json() == replayed(
+            catalog, table, 8
+        )
+    swept = other.vacuum(retain_duration="0s", force=True)
+    assert torn in swept.metadata and not set(swept.metadata) & named(table, rewritten)
+    assert old - named(table, registered(writer, table)[4]) <= set(swept.metadata)
+    assert other.repair().checkpoints == ()

@@ -226,6 +226,7 @@ def test_fsck_repair_from_the_command_line_dry_run_first(
         "files_removed": 1,
         "rows_removed": 2,
         "files": [{"path": gone, "partition": {"dt": "a"}, "rows": 2, "size_bytes": plan["files"][0]["size_bytes"]}],
+        "checkpoints_rewritten": [],
     }
     code, out, _ = run(capsys, "fsck", "sales.orders", "--repair", "--dry-run")
     assert code == 0 and "1 data file(s) are missing" in out and "Nothing was changed" in out and gone in out
@@ -238,6 +239,32 @@ def test_fsck_repair_from_the_command_line_dry_run_first(
     assert again["version"] is None and again["files"] == []
     code, out, _ = run(capsys, "fsck", "sales.orders", "--repair")
     assert code == 0 and "nothing to repair" in out
+
+
+def test_fsck_repair_from_the_command_line_writes_an_unreadable_checkpoint_again(
+    capsys: pytest.CaptureFixture[str],
+    cli_env: None,  # noqa: F811
+    catalog: Catalog,
+) -> None:
+    """A checkpoint whose list is gone: fsck names it and the repair, which writes it again from the log
+    and commits no version; then fsck is clean."""
+    table = two_partitions(catalog)
+    assert catalog.services.snapshots.write_checkpoint(table.snapshot(), "cli")
+    [(version, path)] = catalog.services.coordinator.checkpoints(table.table_id)
+    Path(table.location, path).unlink()
+
+    checked = json.loads(run(capsys, "--json", "fsck", "sales.orders")[1])  # exit code 1
+    [problem] = next(c for c in checked["checks"] if c["name"] == "checkpoints")["problems"]
+    assert path in problem and "`acidtables fsck sales.orders --repair` writes it again" in problem
+    plan = run_json(capsys, "fsck", "sales.orders", "--repair", "--dry-run")
+    assert plan["checkpoints_rewritten"] == [version] and plan["version"] is None
+    assert catalog.services.coordinator.checkpoints(table.table_id) == [(version, path)]
+    code, out, _ = run(capsys, "fsck", "sales.orders", "--repair")
+    assert code == 0 and f"the checkpoints of versions {version} could not be read and were written again" in out
+    assert table.version == 2
+    [(_, rewritten)] = catalog.services.coordinator.checkpoints(table.table_id)
+    assert rewritten != path and Path(table.location, rewritten).exists()
+    assert run_json(capsys, "fsck", "sales.orders")["ok"] is True
 
 
 def test_fsck_dry_run_without_repair_is_a_usage_error(

@@ -214,12 +214,24 @@ class RepairResult:
                 {"path": f.path, "partition": dict(f.partition), "rows": f.live_rows, "size_bytes": f.size_bytes}
                 for f in r.removed
             ],
+            "checkpoints_rewritten": list(r.checkpoints),
         }
 
     def to_text(self) -> str:
         r = self.report
+        lines = [self._files_text()]
+        if r.checkpoints:
+            versions = ", ".join(str(v) for v in r.checkpoints)
+            done = "would be written again from the log" if r.dry_run else "were written again from the log"
+            lines.append(f"the checkpoints of versions {versions} could not be read and {done}")
+        return "\n".join(lines)
+
+    def _files_text(self) -> str:
+        r = self.report
         if not r.removed:
-            return f"{r.table} at version {r.read_version}: no data file is missing; nothing to repair"
+            return f"{r.table} at version {r.read_version}: no data file is missing" + (
+                "" if r.checkpoints else "; nothing to repair"
+            )
         if r.dry_run:
             head = (
                 f"{r.table} at version {r.read_version}: {len(r.removed)} data file(s) are missing; a repair would "

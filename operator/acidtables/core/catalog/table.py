@@ -12,7 +12,7 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
@@ -35,7 +35,7 @@ from acidtables.core.log.tablelog import ArchiveReport, TableLog, archive_log
 from acidtables.core.maintenance import maintenance, retention
 from acidtables.core.maintenance.fsck import FsckReport, fsck
 from acidtables.core.maintenance.maintenance import CleanupReport
-from acidtables.core.maintenance.repair import RepairReport, repair
+from acidtables.core.maintenance.repair import RepairReport, repair, repair_checkpoints
 from acidtables.core.maintenance.restore import restore
 from acidtables.core.maintenance.retention import ExpireReport, VacuumReport, check_minimum, check_readable
 from acidtables.core.storage.storage import Storage
@@ -576,7 +576,8 @@ class Table:
         The operation is REPAIR, a DELETE of those files for the conflict rules, with a time version.
         Raises StorageUnavailableError, committing nothing, while the location cannot say whether its
         files exist (missing must mean missing); a concurrent commit it conflicts with makes it fail
-        like any transaction (run it again).
+        like any transaction (run it again). It also writes again, from the log, each checkpoint a
+        retained version may start from that cannot be read, committing nothing for it (`checkpoints`).
 
             report = catalog.table("sales.orders").repair(dry_run=True)
             print([f.path for f in report.removed])"""
@@ -584,7 +585,9 @@ class Table:
             raise InvalidArgumentError(f"repair(): dry_run must be True or False, found {dry_run!r}")
         # from etcd's head, not the newest this process remembers: the files checked are the current ones
         self._coordinator.forget_head(self.table_id)
-        return repair(self._begin(Operation.REPAIR, None), dry_run=dry_run)
+        report = repair(self._begin(Operation.REPAIR, None), dry_run=dry_run)
+        rewritten = repair_checkpoints(self._services, self.table_id, self.name, self.location, dry_run=dry_run)
+        return replace(report, checkpoints=rewritten)
 
     @names_damage
     def restore(self, version: int | None = None, timestamp: TimeLike | None = None) -> CommitInfo:

@@ -335,10 +335,11 @@ class SnapshotCache:
         staged = self.stage_checkpoint(snapshot, txn_id)
         return staged is not None and staged.register()
 
-    def stage_checkpoint(self, snapshot: Snapshot, txn_id: str) -> StagedCheckpoint | None:
+    def stage_checkpoint(self, snapshot: Snapshot, txn_id: str, *, rebuild: bool = False) -> StagedCheckpoint | None:
         """Write `snapshot`'s checkpoint without registering it yet, its writer registered in etcd so that
         no vacuum deletes what it names (core.log.checkpoint_writer); None when a checkpoint at or after
-        its version is registered already."""
+        its version is registered already. `rebuild`: every manifest new, and registered in place of
+        one already at its version (a repair of a checkpoint that cannot be read)."""
         table_id, location = snapshot.metadata.table_id, snapshot.metadata.location
         return stage_checkpoint(
             self.services.coordinator,
@@ -346,7 +347,7 @@ class SnapshotCache:
             self.services.log(table_id, location),
             snapshot,
             txn_id,
-            self._previous(table_id, location, snapshot.version),
+            None if rebuild else self._previous(table_id, location, snapshot.version),
             lease_ttl_seconds=self.services.settings.commit.lease_ttl_seconds,
         )
 

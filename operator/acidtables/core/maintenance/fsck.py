@@ -14,7 +14,8 @@ found, so the answer to "is the table broken" comes with where.
   is known to be gone, not a finding); `FsckReport.missing` lists every file of the head that is gone,
   which is what `Table.repair` removes;
 - checkpoints: every checkpoint (etcd, the archive marker, segments) proves itself and equals a replay
-  of the log up to its version;
+  of the log up to its version (one that does not costs its readers a replay of the log, not rows;
+  `Table.repair` writes it again when etcd holds its key);
 - archive: no log key at or below the marker is left in etcd; every segment proves itself;
 - in flight: no registration of a transaction that has committed.
 """
@@ -140,6 +141,7 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
     retention, _ = read_retention(coordinator, table_id)
     builder = SnapshotBuilder()
     wanted = _checkpoints(log, head_version, retention.oldest_version, checkpoints)
+    in_etcd = set(coordinator.checkpoints(table_id))  # what a repair can replace (segments never change)
     needed: dict[str, int] = {}
     #: files whose entries a repair removed because they were gone
     repaired: set[str] = set()
@@ -153,7 +155,12 @@ def fsck(services: Services, table_id: str, name: str, location: str) -> FsckRep
             needed.update((f.path, f.size_bytes) for f in record.adds)
         for path in wanted.get(record.version, ()):
             checkpoints.examined += 1
-            _compare_checkpoint(services, location, path, record.version, builder.peek().to_json(), checkpoints)
+            problem, unreadable = _compare_checkpoint(
+                services, location, path, record.version, builder.peek().to_json()
+            )
+            if problem is not None:
+                hint = _unreadable_hint(name, (record.version, path) in in_etcd) if unreadable else ""
+                checkpoints.fail(problem + hint)
 
     # files: every file a retained version reads, with its recorded size; a file a repair removed is
     # known to be gone (the versions before the repair fail to read, naming it), so it is no finding
@@ -241,22 +248,31 @@ def _checkpoints(log: Any, head_version: int, floor: int, check: FsckCheck) -> d
 
 
 def _compare_checkpoint(
-    services: Services, location: str, path: str, version: int, replayed: dict[str, Any], check: FsckCheck
-) -> None:
+    services: Services, location: str, path: str, version: int, replayed: dict[str, Any]
+) -> tuple[str | None, bool]:
+    """What is wrong with the checkpoint (None: it proves itself and equals the replay), and whether
+    that is that it cannot be read (readers then replay the log: slower, not wrong)."""
     storage = services.storage(location)
     try:
         content = proven_checkpoint(storage.read(path), version)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        check.fail(f"checkpoint {path} of version {version} does not prove itself ({exc})")
-        return
+        return f"checkpoint {path} of version {version} does not prove itself ({exc})", True
     try:
         stored = read_snapshot(storage, content).to_json()
     except (OSError, KeyError, TypeError, ValueError) as exc:
-        check.fail(f"checkpoint {path} of version {version} is not a snapshot ({exc})")
-        return
+        return f"checkpoint {path} of version {version} is not a snapshot ({exc})", True
     if stored != replayed:
         differing = sorted(k for k in set(stored) | set(replayed) if stored.get(k) != replayed.get(k))
-        check.fail(f"checkpoint {path} differs from a replay of the log at version {version} in {differing}")
+        return f"checkpoint {path} differs from a replay of the log at version {version} in {differing}", False
+    return None, False
+
+
+def _unreadable_hint(name: str, replaceable: bool) -> str:
+    """What a failed checkpoint means for readers, and what to do (issue 41, item 2)."""
+    meaning = "; readers of the versions it starts replay the log instead"
+    if replaceable:
+        return meaning + f", until `acidtables fsck {name} --repair` writes it again"
+    return meaning + ", until the retention moves past the next checkpoint (an archive segment holds it)"
 
 
 __all__ = ["FsckCheck", "FsckReport", "fsck"]

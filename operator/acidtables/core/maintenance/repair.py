@@ -15,6 +15,13 @@ those files, so the table reads again, without their rows. It is a transaction l
 Missing must mean missing: the files are found with `presence.find_missing`, which raises
 StorageUnavailableError when the location does not answer, so an unreachable store never looks like
 a table whose every file is gone.
+
+A repair also writes again each checkpoint a retained version may start from that cannot be read (its
+list or a manifest gone, torn or edited: `fsck`'s checkpoints check), from a replay of the log, and
+registers the new one in its place (issue 41, item 2). No version is committed for it: a checkpoint
+holds nothing the log does not. Only a checkpoint whose key etcd still holds can be replaced; one an
+archive segment holds stays as it is (segments never change), and readers of its versions keep
+replaying the log until the retention moves past it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,13 @@ from dataclasses import dataclass, replace
 
 from acidtables.core.commit.presence import find_missing
 from acidtables.core.commit.transaction import Transaction
+from acidtables.core.commit.txn_ids import new_txn_id
+from acidtables.core.errors import StorageUnavailableError
+from acidtables.core.log.checkpoints import proven_checkpoint, read_snapshot
 from acidtables.core.log.records import DataFile
+from acidtables.core.log.services import Services
+from acidtables.core.maintenance.metadata_files import oldest_retained_checkpoint
+from acidtables.core.maintenance.retention import read_retention
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +57,9 @@ class RepairReport:
     #: the entries of the read version whose files are gone: removed by the repair (or, in a dry run,
     #: the ones it would remove); paths as URIs (or absolute paths)
     removed: tuple[DataFile, ...]
+    #: versions of the checkpoints that could not be read and were written again (or, in a dry run,
+    #: would be); see `repair_checkpoints`
+    checkpoints: tuple[int, ...] = ()
 
     @property
     def rows_removed(self) -> int:
@@ -85,4 +101,54 @@ def repair(tx: Transaction, *, dry_run: bool) -> RepairReport:
     return RepairReport(name, False, tx.read_version, info.version, absolute)
 
 
-__all__ = ["RepairReport", "repair"]
+def repair_checkpoints(
+    services: Services, table_id: str, name: str, location: str, *, dry_run: bool
+) -> tuple[int, ...]:
+    """Write again, from a replay of the log, each checkpoint a retained version may start from that
+    does not read (as a reader proves it: the list, then every manifest), and register it in place of
+    the old one, whose files become leftovers vacuum deletes. Returns their versions (in a dry run, the
+    versions it would write). A checkpoint whose registration an archive segment holds is left, with a
+    warning."""
+    coordinator, storage = services.coordinator, services.storage(location)
+    retention, _ = read_retention(coordinator, table_id)
+    registered, _ = services.log(table_id, location).registered_checkpoints()
+    start = oldest_retained_checkpoint((version for version, _ in registered), retention.oldest_version)
+    in_etcd = set(coordinator.checkpoints(table_id))
+    unreadable: list[tuple[int, str]] = []
+    for version, path in registered:
+        if version < start:
+            continue  # no reader starts there any more: vacuum's to delete
+        try:
+            read_snapshot(storage, proven_checkpoint(storage.read(path), version))
+        except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+            unreadable.append((version, path))
+        except OSError as exc:  # not an answer about the checkpoint: never rewrite what may be fine
+            raise StorageUnavailableError(
+                f"repair of {name}: the table location {storage.location} did not answer while checkpoint {path} "
+                f"was read ({exc}); check that the storage is reachable and readable, then try again"
+            ) from None
+    repaired: list[int] = []
+    for version, path in unreadable:
+        if (version, path) not in in_etcd:
+            logger.warning(
+                "%s: checkpoint %s of version %d cannot be read, and an archive segment holds its registration, "
+                "which never changes: readers of its versions replay the log until the retention moves past it",
+                name,
+                path,
+                version,
+            )
+            continue
+        if dry_run:
+            repaired.append(version)
+            continue
+        # from the log: load() ignores the unreadable checkpoint, as every reader does
+        snapshot = services.snapshots.load(table_id, location, version)
+        txn_id = new_txn_id(coordinator.process_lease_id(services.settings.commit.lease_ttl_seconds))
+        staged = services.snapshots.stage_checkpoint(snapshot, txn_id, rebuild=True)
+        if staged is not None and staged.register():
+            logger.warning("%s: checkpoint %s of version %d could not be read; wrote it again", name, path, version)
+            repaired.append(version)
+    return tuple(repaired)
+
+
+__all__ = ["RepairReport", "repair", "repair_checkpoints"]

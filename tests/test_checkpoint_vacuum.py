@@ -21,6 +21,7 @@ from tests.helpers.tables import catalog_with, staged_parquet
 
 from acidtables import Catalog, Table
 from acidtables.core.log import manifests
+from acidtables.core.log.archive import Archive
 from acidtables.core.log.checkpoint_writer import StagedCheckpoint, stage_checkpoint
 from acidtables.core.log.checkpoints import proven_checkpoint
 from acidtables.core.log.snapshot import SnapshotBuilder
@@ -189,6 +190,38 @@ def test_a_checkpoint_staged_while_vacuum_lists_the_files_is_kept(
     assert report.metadata and not set(report.metadata) & will_name
     assert staged[0].register()
     assert all(Path(table.location, p).exists() for p in will_name)
+
+
+def test_checkpoints_archived_while_vacuum_reads_their_registrations_are_kept(
+    writer: Catalog, vacuumer: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The archiver moves the keys of checkpoints 4 and 8 into a segment right after the vacuum lists the
+    segments: etcd was read before, so the vacuum found them there (and an archiver running between the
+    two reads writes its segment before etcd lets go), and it keeps the checkpoint a reader of version 5
+    starts from."""
+    table = eight_versions(writer, "sales.archived")
+    for version in range(9, 13):
+        commit_into(table, f"d{version % 6}")
+    assert writer.services.flush()
+    checkpoints = registered(writer, table)
+    assert sorted(checkpoints) == [4, 8, 12]
+    other = vacuumer.table("sales.archived")
+    assert other.expire(retain_versions=8, retain_duration="0s", force=True).oldest_version_kept == 5
+    real = Archive.all_checkpoints
+    archived: list[int] = []
+
+    def all_checkpoints(archive: Archive) -> tuple[list[tuple[int, str]], bool]:
+        found = real(archive)
+        if not archived:  # the archiver runs as soon as the vacuum has listed the segments
+            archived.append(table.archive(keep_versions=1).archived_upto)
+        return found
+
+    monkeypatch.setattr(Archive, "all_checkpoints", all_checkpoints)
+    report = other.vacuum(retain_duration="0s", force=True)
+    assert archived == [11] and writer.services.coordinator.checkpoints(table.table_id) == [(12, checkpoints[12])]
+    kept = named(table, checkpoints[4]) | named(table, checkpoints[8]) | named(table, checkpoints[12])
+    assert not set(report.metadata) & kept
+    assert all(Path(table.location, p).exists() for p in kept)
 
 
 def test_a_checkpoint_whose_files_vanished_before_its_registration_is_not_registered(

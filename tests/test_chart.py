@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from tests.helpers import envtest
 from tests.helpers.helm import helm, require_helm_python
+from tests.helpers.resources import job_resource, poll
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "acidtables"
@@ -202,3 +203,39 @@ def test_an_upgrade_applies_new_values_and_upgrades_the_crds_too(
     assert (deployment["spec"]["replicas"], deployment["spec"]["strategy"]["type"]) == (2, "RollingUpdate")
     columns = kube_api.request("GET", crd_path)["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [c["name"] for c in columns][:2] == ["Version", "Files"]  # Helm alone would have left it old
+
+
+def test_a_release_watching_namespaces_refuses_its_kinds_elsewhere_when_they_are_created(
+    kube_api: envtest.KubeAPI, helm_bin: Path, release: tuple[str, str]
+) -> None:
+    """Issue 40, item 5: the chart's ValidatingAdmissionPolicy, enforced by the API server itself: a
+    CompactionJob in a namespace the release does not watch is refused at creation, the message naming
+    the chart value to change; one in a watched namespace is created."""
+    name, namespace = release
+    watched = f"{namespace}-team"
+    kube_api.request(
+        "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}}
+    )
+    try:
+        answer = install(kube_api, helm_bin, release, {"watchNamespaces": [watched], "metrics": {"enabled": False}})
+        assert answer["ok"], answer
+
+        def job(where: str) -> Any:
+            body = job_resource(f"job-{uuid.uuid4().hex[:6]}")
+            return kube_api.request("POST", f"/apis/acidtables.io/v1alpha1/namespaces/{where}/compactionjobs", body)
+
+        def refused() -> str | None:
+            try:
+                job(namespace)  # the release's own namespace is not watched either
+            except urllib.error.HTTPError as exc:
+                return f"{exc.code} {exc.read().decode()}"
+            return None  # the API server has not loaded the policy yet: a moment after the install
+
+        said = poll(refused, "a CompactionJob refused outside the watched namespace", kube_api.log,
+                    timeout_seconds=60, interval_seconds=0.5)  # fmt: skip
+        assert said.startswith("403 ") and f"{name}-acidtables-watched-namespaces" in said, said
+        assert f"add {namespace} to the chart value watchNamespaces" in said, said
+        assert f"--set watchNamespaces={{{watched},{namespace}}}" in said, said
+        assert job(watched)["metadata"]["namespace"] == watched
+    finally:
+        envtest.delete_namespace(kube_api, watched)

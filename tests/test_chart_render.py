@@ -17,9 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import celpy
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml  # type: ignore[import-untyped]
+from celpy.adapter import json_to_cel
 from kubernetes_validate.utils import all_versions  # type: ignore[import-untyped]
 from tests.helpers.helm import render, require_helm_python
 
@@ -371,3 +373,56 @@ def test_executors_get_the_start_deadline_the_chart_says(rendered: Callable[[str
     executors have not started by then fails its job instead of waiting for ever."""
     env = operator_env(documents(rendered("single-node-defaults")["manifest"]))
     assert env["ACIDTABLES_EXECUTOR_START_TIMEOUT_SECONDS"] == "300"
+
+
+# --- resources outside the watched namespaces (issue 40, item 5) ----------------------------------
+
+
+def admission(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The release's ValidatingAdmissionPolicy and its binding."""
+    return only(docs, "ValidatingAdmissionPolicy"), only(docs, "ValidatingAdmissionPolicyBinding")
+
+
+def admitted(policy: dict[str, Any], namespace: str, kind: str = "CompactionJob") -> tuple[bool, str]:
+    """What the API server decides for a creation in `namespace`: (allowed, the message if refused),
+    the policy's CEL evaluated with cel-python as tests/test_crd_rules.py evaluates the CRDs' rules."""
+    (validation,) = policy["spec"]["validations"]
+    request = json_to_cel(
+        {"namespace": namespace, "name": "orders-major-1", "operation": "CREATE",
+         "kind": {"group": "acidtables.io", "version": "v1alpha1", "kind": kind}}
+    )  # fmt: skip
+    environment = celpy.Environment()
+    allowed = environment.program(environment.compile(validation["expression"])).evaluate({"request": request})
+    message = environment.program(environment.compile(validation["messageExpression"])).evaluate({"request": request})
+    return bool(allowed), str(message)
+
+
+def test_a_release_watching_namespaces_refuses_its_kinds_elsewhere_naming_the_value_to_change(
+    rendered: Callable[[str], dict[str, Any]],
+) -> None:
+    """A job in a namespace the operator does not watch used to get nothing at all for as long as it
+    existed; the API server now refuses it when it is created, saying which chart value to change."""
+    policy, binding = admission(documents(rendered("watch-namespaces")["manifest"]))
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["apiGroups"] == ["acidtables.io"] and set(rule["resources"]) == {"acidtables", "compactionjobs"}
+    assert rule["operations"] == ["CREATE"]  # an object left behind by a narrower upgrade can still be released
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    for namespace in ("sales", "data-team"):
+        assert admitted(policy, namespace)[0], namespace
+    allowed, message = admitted(policy, "other")
+    assert not allowed
+    assert message == (
+        f"the acidtables operator of release {RELEASE} (namespace {NAMESPACE}) serves sales, data-team only, so it "
+        "would never act on CompactionJob orders-major-1 in namespace other: add other to the chart value "
+        f"watchNamespaces (helm upgrade {RELEASE} -n {NAMESPACE} --reuse-values --set "
+        "watchNamespaces={sales,data-team,other}), or create it in sales, data-team"
+    )
+    assert not admitted(policy, "other", kind="AcidTable")[0]
+
+
+def test_a_release_watching_every_namespace_refuses_none(rendered: Callable[[str], dict[str, Any]]) -> None:
+    docs = documents(rendered("single-node-defaults")["manifest"])
+    assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    kind = documents(rendered("readme-kind")["manifest"])  # the quick start watches sales alone
+    assert admitted(admission(kind)[0], "sales")[0] and not admitted(admission(kind)[0], "other")[0]

@@ -45,6 +45,18 @@ KINDS = (
     Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
     Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
     Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+    Kind(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        namespaced=False,
+    ),
+    Kind(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        namespaced=False,
+    ),
     Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False),
     Kind("monitoring.coreos.com/v1", "ServiceMonitor", "servicemonitors"),
     Kind("monitoring.coreos.com/v1", "PrometheusRule", "prometheusrules"),

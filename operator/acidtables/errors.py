@@ -2,6 +2,7 @@
 
 from acidtables.core.errors import (
     AcidTablesError,
+    CatalogClosedError,
     CommitOutcomeUnknown,
     CommitRetriesExhausted,
     ConcurrentAppendException,
@@ -34,6 +35,7 @@ from acidtables.core.errors import (
 
 __all__ = [
     "AcidTablesError",
+    "CatalogClosedError",
     "CommitOutcomeUnknown",
     "CommitRetriesExhausted",
     "ConcurrentAppendException",

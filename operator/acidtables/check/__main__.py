@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from dataclasses import replace
 from pathlib import Path
+
+from acidtables.core import exit_process
 
 from .runner import FAULTS, POLICIES, RunConfig, run
 
@@ -57,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

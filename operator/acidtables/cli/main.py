@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import NoReturn
 
-from acidtables.core import Catalog, ConfigurationError
+from acidtables.core import Catalog, ConfigurationError, exit_process
 
 from . import commands, maintenance
 from .demo import run_demo
@@ -295,5 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def run() -> NoReturn:
+    """The `acidtables` console script: main(), then the process ends with its code (exit_process)."""
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -97,6 +97,7 @@ from acidtables.core.maintenance.live_rows import LiveRowCounter, RowCounts
 from acidtables.core.maintenance.repair import RepairReport
 from acidtables.core.maintenance.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.names import split_name
+from acidtables.core.process_exit import exit_process
 from acidtables.core.schema.ddl import parse_schema
 from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
@@ -181,6 +182,7 @@ __all__ = [
     "VersionNotFoundError",
     "campaign",
     "check_files_exist",
+    "exit_process",
     "files_in_scope",
     "group_app_id",
     "in_partitions",

@@ -109,6 +109,10 @@ class TransactionClosedError(AcidTablesError):
     """The transaction was already committed or aborted."""
 
 
+class CatalogClosedError(AcidTablesError):
+    """The catalog was closed: its connection to etcd makes no more requests (open a new catalog)."""
+
+
 class EmbeddedEtcdError(AcidTablesError, RuntimeError):
     """The embedded development etcd (Catalog.local, `acidtables etcd`) could not be started."""
 

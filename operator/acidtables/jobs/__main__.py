@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from acidtables.core import exit_process
+
 from .compact import main as compact
 
 
@@ -18,4 +20,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_process(main(sys.argv[1:]))

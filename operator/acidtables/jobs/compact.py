@@ -11,12 +11,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from acidtables.core import AcidTablesError, Catalog, ConcurrentModificationException, InvalidArgumentError
+from acidtables.core import (
+    AcidTablesError,
+    Catalog,
+    ConcurrentModificationException,
+    InvalidArgumentError,
+    exit_process,
+)
 from acidtables.spark import SparkTable, local_session, spark_session, stop_session
 from acidtables.spark.compaction import staged_groups
 
@@ -211,4 +216,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -8,10 +8,12 @@ fully exists or not at all.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +39,21 @@ from acidtables.core.storage.locations import Owner, check_location_is_free, che
 from acidtables.core.storage.storage import GLOB_CHARACTERS, Storage, normalize_location
 
 logger = logging.getLogger(__name__)
+
+#: catalogs not yet closed: the interpreter's exit closes them (see _close_open_catalogs)
+_open_catalogs: weakref.WeakSet[Catalog] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_catalogs() -> None:
+    """Close the catalogs a script left open while the interpreter is still whole: their threads and
+    gRPC channels would otherwise meet its finalization, where gRPC's native threads can abort the
+    process after all its work succeeded (SIGABRT, exit 134)."""
+    for catalog in list(_open_catalogs):
+        try:
+            catalog.close()
+        except Exception:  # the process is ending: what could not be closed ends with it
+            logger.debug("closing a catalog at exit failed", exc_info=True)
 
 #: file under a local data directory naming the embedded etcd that serves it (Catalog.local, `acidtables etcd`)
 LOCAL_ETCD_MARKER = "etcd-endpoint.json"
@@ -124,6 +141,7 @@ class Catalog:
         self.settings = settings
         self.services = services or Services(settings, Coordinator(settings.etcd))
         self._owned = owned  # an embedded etcd this catalog started, stopped on close()
+        _open_catalogs.add(self)
 
     # --- construction --------------------------------------------------------------------------------
 
@@ -157,7 +175,11 @@ class Catalog:
         if marker.exists():
             try:
                 endpoint = json.loads(marker.read_text())["endpoint"]
-                Coordinator(EtcdSettings((endpoint,), unavailable_timeout_seconds=1.0)).ping()
+                probe = Coordinator(EtcdSettings((endpoint,), unavailable_timeout_seconds=1.0))
+                try:
+                    probe.ping()
+                finally:
+                    probe.close()  # its channel must not outlive the check
             except Exception:  # stale marker: the process that started it is gone
                 endpoint = None
         if endpoint is None:
@@ -169,7 +191,9 @@ class Catalog:
         return cls(settings, owned=owned)
 
     def close(self) -> None:
-        """Finish the checkpoints and archiving this process's commits asked for, then let go of etcd."""
+        """Finish the checkpoints and archiving this process's commits asked for, then end every thread and
+        channel the catalog started and let go of etcd (and stop the embedded etcd it started)."""
+        _open_catalogs.discard(self)
         if not self.services.coordinator.closed and not self.services.flush():
             logger.warning("closing with checkpoints or archiving still running; readers replay the log instead")
         self.services.close()

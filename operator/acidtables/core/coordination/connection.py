@@ -23,7 +23,7 @@ from pyetcd.client import KVMetadata
 from acidtables.core.coordination import certificates, failures
 from acidtables.core.coordination.keys import KeyLayout
 from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
-from acidtables.core.errors import ConfigurationError, CoordinatorUnavailable
+from acidtables.core.errors import CatalogClosedError, ConfigurationError, CoordinatorUnavailable
 from acidtables.core.settings import EtcdSettings
 
 logger = logging.getLogger(__name__)
@@ -160,6 +160,13 @@ class Connection:
     def client(self) -> pyetcd.MultiEndpointEtcd3Client:
         with self._lock:
             if self._client is None:
+                if self._closed.is_set():
+                    # a channel opened after close() would outlive it, and one still open when the
+                    # interpreter exits can abort the process in gRPC's native threads
+                    raise CatalogClosedError(
+                        f"the catalog's connection to etcd at {', '.join(self.settings.endpoints)} was closed; "
+                        "open a new catalog"
+                    )
                 self._client = self._connect()
             return self._client
 

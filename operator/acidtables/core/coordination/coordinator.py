@@ -25,16 +25,22 @@ from acidtables.core.coordination.recorder import Recorder
 from acidtables.core.coordination.space import Space
 from acidtables.core.coordination.watches import Watches
 
+#: how long close() waits for each of its threads (each is either idle or inside one bounded request)
+_THREAD_STOP_SECONDS = 10.0
+
 
 class Coordinator(Archiving, Leases, Watches, Recorder, Space):
     """A connection to etcd for one catalog, with everything acidtables asks of it. Thread-safe; one per
     process is enough."""
 
     def close(self) -> None:
-        """Write what is queued, give up the process lease, and close the connection."""
+        """Write what is queued, end this coordinator's threads, give up the process lease, and close the
+        connection; it opens no other (a request after close raises CatalogClosedError). A thread or a
+        channel left running when the interpreter exits can abort the process in gRPC's native code."""
         self.flush_events()
         self._closed.set()
-        self._wake_recorder()
+        self._stop_recorder(_THREAD_STOP_SECONDS)
+        self._stop_keepalive(_THREAD_STOP_SECONDS)
         self._revoke_process_lease()
         self._reset_client(close=True)
 

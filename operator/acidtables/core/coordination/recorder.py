@@ -45,6 +45,9 @@ class Recorder(Connection):
         seconds."""
         key = self.keys.event(table_id, time.time_ns() // 1000, txn_id, random.randrange(1 << 16))
         with self._lock:
+            if self._closed.is_set():  # no thread is started once closed: it would outlive close()
+                logger.debug("closed: not recording a %s event", event.get("kind"))
+                return
             self._events.append((key, event, ttl))
             if self._recorder is None:
                 self._recorder = threading.Thread(target=self._record_events, name="acidtables-events", daemon=True)
@@ -110,10 +113,17 @@ class Recorder(Connection):
                 self._events_leases[ttl] = (self.timer.now(), lease)
             return lease
 
-    def _wake_recorder(self) -> None:
-        """Let the recorder thread see that the coordinator closed."""
+    def _stop_recorder(self, timeout_seconds: float) -> None:
+        """Once closed: let the recorder thread see it, and wait (within `timeout_seconds`) for it and the
+        durations timer to end, so no thread of this coordinator is inside gRPC when the process exits."""
         with self._lock:
             self._events_ready.notify_all()
+            recorder, timer = self._recorder, self._durations_timer
+        if timer is not None:
+            timer.cancel()
+        for thread in (recorder, timer):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout_seconds)
 
     def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:
         prefix = self.keys.events(table_id)

@@ -17,6 +17,10 @@ from typing import Generic, TypeVar
 
 logger = logging.getLogger(__name__)
 
+#: how long close() waits for the work under way (one checkpoint or archive write) before leaving the
+#: thread to end on its own
+_STOP_SECONDS = 30.0
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -71,6 +75,12 @@ class BackgroundWork(Generic[K, V]):
             self._closed = True
             self._queue.clear()
             self._changed.notify_all()
+            thread = self._thread
+        # what runs now finishes (a checkpoint or archive write is bounded); the thread then ends
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_STOP_SECONDS)
+            if thread.is_alive():
+                logger.warning("%s: still working %g s after close; it ends with its work", self.name, _STOP_SECONDS)
 
     def _wait(self, done: Callable[[], bool], deadline: float) -> bool:
         with self._changed:

@@ -84,8 +84,8 @@ class _Read:
     named: set[str] | None
     #: why not
     problem: str = ""
-    #: whether it might still name manifests for someone: written in a format this acidtables does not
-    #: know (a newer one wrote it), so what it names is unknown, not nothing
+    #: whether it may still be fine, so what it names is unknown rather than nothing: the storage did not
+    #: answer, or it is in a format this acidtables does not read (a newer one wrote it)
     unknown: bool = False
 
 
@@ -102,7 +102,7 @@ def _manifests_named(
         found = _read_list(storage, path, None)
         if found.named is None:  # the writer read it moments ago: a hiccup, or a list deleted by hand
             logger.warning(
-                "%s: checkpoint %s, which a checkpoint being written builds on, cannot be read: %s; so vacuum "
+                "%s: checkpoint %s, which a checkpoint being written builds on, cannot be read (%s), so vacuum "
                 "keeps every manifest",
                 name,
                 path,
@@ -119,7 +119,7 @@ def _manifests_named(
         newer = min((v for v in readable if v > kept[path]), default=None)
         if found.unknown or newer is None:
             logger.warning(
-                "%s: checkpoint %s cannot be read: %s; %s, so vacuum keeps every manifest",
+                "%s: checkpoint %s cannot be read (%s) and %s, so vacuum keeps every manifest",
                 name,
                 path,
                 found.problem,
@@ -127,13 +127,15 @@ def _manifests_named(
             )
             return None
         logger.info(
-            "%s: checkpoint %s cannot be read: %s; readers of versions %d..%d replay the log instead, and vacuum "
-            "keeps only the manifests readable checkpoints name (`fsck` reports it)",
+            "%s: checkpoint %s cannot be read (%s); readers of versions %d..%d replay the log instead, and it pins "
+            "no manifest since checkpoint %d reads (`acidtables fsck %s --repair` writes it again)",
             name,
             path,
             found.problem,
             kept[path],
             newer - 1,
+            newer,
+            name,
         )
     return named
 

@@ -20,6 +20,7 @@ import pytest
 from tests.helpers.tables import catalog_with, staged_parquet
 
 from acidtables import Catalog, Table
+from acidtables.core.errors import CoordinatorUnavailable
 from acidtables.core.log import manifests
 from acidtables.core.log.archive import Archive
 from acidtables.core.log.checkpoint_writer import StagedCheckpoint, stage_checkpoint
@@ -375,3 +376,23 @@ def test_repair_writes_an_unreadable_checkpoint_again_and_vacuum_then_deletes_th
     assert torn in swept.metadata and not set(swept.metadata) & named(table, rewritten)
     assert old - named(table, registered(writer, table)[4]) <= set(swept.metadata)
     assert other.repair().checkpoints == ()
+
+
+def test_a_registration_that_fails_leaves_no_writer_registered(
+    writer: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """etcd does not answer the registration: the error is raised, and the writer's registration is
+    ended anyway, so its files do not stay protected for the rest of the process's life."""
+    table = eight_versions(writer, "sales.unanswered")
+    commit_into(table, "d0")
+    staged = stage(writer, table, 9, "unanswered")
+    coordinator = writer.services.coordinator
+    assert list(coordinator.checkpoints_and_writers(table.table_id)[1]) == [staged.writer]
+
+    def unanswered(*_: object) -> bool:
+        raise CoordinatorUnavailable("etcd did not answer a checkpoint registration")
+
+    monkeypatch.setattr(coordinator, "register_checkpoint", unanswered)
+    with pytest.raises(CoordinatorUnavailable):
+        staged.register()
+    assert coordinator.checkpoints_and_writers(table.table_id)[1] == {}

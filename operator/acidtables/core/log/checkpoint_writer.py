@@ -88,7 +88,14 @@ class StagedCheckpoint:
                 ", ".join(missing[:3]),
             )
             return False
-        if not self.coordinator.register_checkpoint(self.table_id, self.version, self.path, self.writer):
+        try:
+            registered = self.coordinator.register_checkpoint(self.table_id, self.version, self.path, self.writer)
+        except BaseException:
+            # registered or not, the writer's registration must not outlive this call in a live process
+            # (its files would be kept until the process ends): deleting it is right either way
+            _end_quietly(self.coordinator, self.table_id, self.writer)
+            raise
+        if not registered:
             logger.warning(
                 "the checkpoint of %s at version %d is not registered: its writer's registration expired with "
                 "its lease (etcd unreachable too long?), so a vacuum may have taken its files; snapshots read more "

@@ -13,6 +13,7 @@ from tests.helpers import envtest
 from tests.helpers.kubelet import Kubelet
 from tests.helpers.operator_process import OperatorProcess
 from tests.helpers.resources import automatic_jobs, catalog_name, events_for, eventually, table_resource
+from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
@@ -68,3 +69,42 @@ def test_automatic_minor_compaction_next_to_an_in_flight_insert(
         (2, "p", 2.0),
         (100, "p", 1.0),
     ]
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "orders.yaml"
+
+
+def test_automatic_compaction_with_the_examples_thresholds_says_in_status_what_it_waits_for(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess, catalog: Catalog
+) -> None:
+    """Issue 40, item 7, on a real API server (its structural schema keeps status.autoCompaction only if
+    the CRD declares it): examples/orders.yaml as it is; 52 small files over four partitions start
+    nothing and `kubectl describe` says why; the 16th in one partition starts a MINOR there."""
+    envtest.kubectl(kube_api, "apply", "-n", kube_namespace, "-f", str(EXAMPLE))
+    envtest.kubectl(
+        kube_api, "wait", "--for=condition=Ready", "acidtable/orders", "-n", kube_namespace, "--timeout=60s"
+    )
+    table = catalog.table(catalog_name(kube_namespace, "orders"))
+
+    def commit(per_partition: dict[str, int]) -> None:
+        for round_ in range(max(per_partition.values())):
+            tx = table.begin("insert_into")
+            tx.add_files([staged_parquet(tx, {"dt": dt}) for dt, n in sorted(per_partition.items()) if round_ < n])
+            tx.commit()
+
+    commit({"2026-11-01": 15, "2026-11-02": 13, "2026-11-03": 12, "2026-11-04": 12})
+
+    def said() -> str | None:
+        found = kube_api.request("GET", f"/apis/acidtables.io/v1alpha1/namespaces/{kube_namespace}/acidtables/orders")
+        verdict = found.get("status", {}).get("autoCompaction") or {}
+        message = str(verdict.get("message") or "")
+        return message if verdict.get("reason") == "BelowThresholds" and "15 small files" in message else None
+
+    message = eventually(said, "status.autoCompaction on the fullest partition", operator)
+    assert message.startswith("the fullest of 4 partitions, dt=2026-11-01, has 15 small files (under 32Mi; "), message
+    described = envtest.kubectl(kube_api, "describe", "acidtable/orders", "-n", kube_namespace)
+    assert "Auto Compaction:" in described and "BelowThresholds" in described, described
+    assert automatic_jobs(kube_api, kube_namespace) == []
+    commit({"2026-11-01": 1})  # the 16th
+    (job,) = eventually(lambda: automatic_jobs(kube_api, kube_namespace), "an automatic CompactionJob", operator)
+    assert (job["spec"]["type"], job["spec"]["where"]) == ("minor", "dt = '2026-11-01'")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml  # type: ignore[import-untyped]
 from prometheus_client.metrics import MetricWrapperBase
 from tests.helpers.kmock_operator import KmockOperator, running_operator
 from tests.helpers.kmock_resources import (
@@ -34,6 +35,7 @@ from acidtables import Catalog
 from acidtables.core import Column, TableNotFoundError
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
+from acidtables.operator import conditions
 from acidtables.operator.pods import JOB_LABEL
 
 
@@ -211,7 +213,7 @@ def test_a_failed_driver_without_retries_fails_the_job_with_its_reason(op: Kmock
     ready_table(op)
     create(op, "compactionjobs", job_resource("compact", table="orders", backoffLimit=0))
     driver_pod(op, "compact")
-    assert condition(get(op, "compactionjobs", "compact"), "Finished")["status"] == "False"  # type: ignore[index]
+    with_condition(op, "compactionjobs", "compact", "Finished", "False")  # patched just after the pod is created
     play_kubelet(op, "compact-driver-1", "Failed", {"phase": "Failed", "message": "executor lost"})
     job = with_condition(op, "compactionjobs", "compact", "Failed")
     assert job["status"]["phase"] == "Failed" and "executor lost" in job["status"]["message"]
@@ -651,6 +653,82 @@ def check_automatic_compaction(op: KmockOperator) -> None:
     assert job["spec"]["type"] == "minor" and job["spec"]["where"] == "dt = 'a'"
     assert job["metadata"]["ownerReferences"][0]["name"] == "auto"
     assert "3 small files in dt=a" in event_with(op, "auto", "AutoCompaction")["message"]
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "orders.yaml"
+
+
+def auto_compaction(op: KmockOperator, reason: str, table: str = "orders") -> dict[str, str]:
+    """The table's status.autoCompaction once its reason is `reason`."""
+
+    def said() -> dict[str, str] | None:
+        found: dict[str, str] = get(op, "acidtables", table).get("status", {}).get("autoCompaction") or {}
+        return found if found.get("reason") == reason else None
+
+    found: dict[str, str] = op.eventually(said, f"status.autoCompaction {reason}", SECONDS)
+    return found
+
+
+def small_files(table: Any, per_partition: dict[str, int]) -> None:
+    """One small file per partition per commit, until each partition has its count."""
+    for round_ in range(max(per_partition.values())):
+        tx = table.begin("insert_into")
+        tx.add_files([staged_parquet(tx, {"dt": dt}) for dt, count in sorted(per_partition.items()) if round_ < count])
+        tx.commit()
+
+
+@pytest.mark.parametrize("op", [{"autocompact_interval_seconds": 0.5}], indirect=True)
+def test_automatic_compaction_with_the_examples_thresholds_says_what_it_waits_for(
+    op: KmockOperator, catalog: Catalog
+) -> None:
+    """Issue 40, item 7: examples/orders.yaml as it is (auto, minor at 16 small files per partition);
+    52 small files spread over four partitions start nothing, and the status says why; a job of the
+    user's holds it back; the 16th file in one partition starts a MINOR there; a lost conflict backs off."""
+    example = yaml.safe_load(EXAMPLE.read_text())
+    assert example["spec"]["compaction"]["minor"]["minSmallFiles"] == 16  # the example's own threshold
+    create(op, "acidtables", example)
+    with_condition(op, "acidtables", "orders", "Ready")
+    assert auto_compaction(op, "BelowThresholds")["message"] == "the table has no files yet: nothing to compact"
+    table = catalog.table("sales.orders")
+    small_files(table, {"2026-11-01": 15, "2026-11-02": 13, "2026-11-03": 12, "2026-11-04": 12})  # 52 files
+    said = op.eventually(
+        lambda: "15 small files" in auto_compaction(op, "BelowThresholds")["message"], "the fullest partition", SECONDS
+    )
+    message = auto_compaction(op, "BelowThresholds")["message"]
+    assert said and message.startswith(
+        "the fullest of 4 partitions, dt=2026-11-01, has 15 small files (under 32Mi; minor.minSmallFiles 16) and "
+    ), message
+    assert "(major.minDeltaFiles 64): a job starts when a partition reaches either" in message
+    assert not [j for j in op.objects("acidtables.io/v1alpha1/compactionjobs", NS)]
+
+    create(op, "compactionjobs", job_resource("mine", table="orders"))  # a job of the user's, not started
+    small_files(table, {"2026-11-01": 1})  # the 16th small file in dt=2026-11-01: over the threshold
+    running = auto_compaction(op, "JobRunning")["message"]
+    assert running.startswith("waiting for CompactionJob mine to end: automatic compaction runs one job per table")
+    completed = {"phase": "Succeeded", "completionTime": conditions.now()}
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/compactionjobs/mine/status", {"status": completed})
+
+    def automatic() -> list[dict[str, Any]]:
+        jobs = op.objects("acidtables.io/v1alpha1/compactionjobs", NS)
+        return [j for j in jobs if j["metadata"].get("labels", {}).get("acidtables.io/automatic") == "true"]
+
+    (job,) = op.eventually(automatic, "an automatic CompactionJob", SECONDS)
+    assert (job["spec"]["type"], job["spec"]["where"]) == ("minor", "dt = '2026-11-01'")
+    name = job["metadata"]["name"]
+    waiting = auto_compaction(op, "JobRunning")["message"]  # said JobCreated first, then this
+    assert waiting.startswith(f"waiting for CompactionJob {name} (automatic) to end"), waiting
+    assert f"{name}: 16 small files in dt=2026-11-01" in event_with(op, "orders", "AutoCompaction")["message"]
+
+    lost = {"phase": "Conflicted", "completionTime": conditions.now()}
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/compactionjobs/{name}/status", {"status": lost})
+    backing_off = auto_compaction(op, "BackingOff")["message"]
+    assert backing_off.startswith("the last 1 automatic job(s) lost a conflict to a concurrent commit: the next is")
+
+
+@pytest.mark.parametrize("op", [{"autocompact_interval_seconds": 0.5}], indirect=True)
+def test_a_table_without_automatic_compaction_says_so(op: KmockOperator) -> None:
+    ready_table(op)
+    assert auto_compaction(op, "Off")["message"].startswith("compaction.auto is not true")
 
 
 # --- metrics -----------------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ It is conflict-aware (design §6): it picks what cannot lose to, or make lose, t
 * `delta`: compaction never conflicts with a blind append, but an UPDATE/DELETE/MERGE that read the
   files it rewrites would fail after it (§8.1, without deletion vectors), so partitions such a job is
   running on are left alone.
+
+What automatic compaction is waiting for is said in the AcidTable's `status.autoCompaction` (issue 40,
+item 7), so `kubectl describe acidtable` answers "why has nothing compacted yet": `Verdict`, from
+`explain` (the fullest partition against the thresholds, or the writers that keep a partition over them
+out of reach) or the handler's own checks before it (compaction.auto off, a job running, backoff).
 """
 
 from __future__ import annotations
@@ -117,3 +122,75 @@ def choose(
             continue  # an UPDATE/DELETE/MERGE that read these files would fail after us
         return Choice("minor", p.partition, f"{p.small_files} small files in {where}: MINOR")
     return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What automatic compaction did or is waiting for, as `status.autoCompaction` shows it."""
+
+    #: CamelCase: Off, BelowThresholds, WritersBusy, JobRunning, BackingOff, JobCreated
+    reason: str
+    message: str
+
+    def to_status(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message}
+
+
+def _size(value: int) -> str:
+    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if value >= 1 << shift and value % (1 << shift) == 0:
+            return f"{value >> shift}{unit}"
+    return str(value)
+
+
+def _where(partition: Mapping[str, Literal]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(partition.items())) or "the table"
+
+
+def _against(p: PartitionFiles, thresholds: Thresholds) -> str:
+    """A partition's small and delta files against the thresholds that would start a job."""
+    return (
+        f"{p.small_files} small files (under {_size(thresholds.small_file_bytes)}; minor.minSmallFiles "
+        f"{thresholds.min_small_files}) and {p.change_files} delta files (major.minDeltaFiles "
+        f"{thresholds.min_delta_files})"
+    )
+
+
+def _fullest(partitions: Sequence[PartitionFiles]) -> PartitionFiles:
+    """The partition nearest a job: the order `choose` looks at them in."""
+    return min(partitions, key=lambda p: (-p.small_files, -p.change_files, repr(sorted(p.partition.items()))))
+
+
+def explain(
+    policy: str, thresholds: Thresholds, partitions: Sequence[PartitionFiles], in_flight: Sequence[InFlight]
+) -> Verdict:
+    """Why `choose` chose nothing: no partition is over the thresholds (the fullest one said against
+    them), or those over them are written by running transactions the compaction would lose to or
+    fail."""
+    if not partitions:
+        return Verdict("BelowThresholds", "the table has no files yet: nothing to compact")
+    minimum = thresholds.min_small_files
+    over = [
+        p
+        for p in partitions
+        if p.small_files >= minimum or (policy == "maxcompute" and p.change_files >= thresholds.min_delta_files)
+    ]
+    if not over:
+        fullest = _fullest(partitions)
+        return Verdict(
+            "BelowThresholds",
+            f"the fullest of {len(partitions)} partitions, {_where(fullest.partition)}, has "
+            f"{_against(fullest, thresholds)}: a job starts when a partition reaches either",
+        )
+    fullest = _fullest(over)
+    writers = [t for t in in_flight if t.operation in WRITING and _touches(t, fullest.partition)]
+    why = {
+        "maxcompute-transactional": "a small-file merge would lose to the write committing first (seed 001)",
+        "delta": "an UPDATE, DELETE or MERGE that read those files would fail after it (§8.1)",
+    }.get(policy, "it would conflict with them")
+    return Verdict(
+        "WritersBusy",
+        f"{len(over)} partitions over the thresholds, the fullest {_where(fullest.partition)} with "
+        f"{_against(fullest, thresholds)}, but {len(writers) or 'running'} transaction(s) write there: {why}; "
+        "it compacts once they end",
+    )

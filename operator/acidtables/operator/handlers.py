@@ -198,7 +198,7 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
     ) -> None:
         """The Compacting condition, and automatic compaction (autocompact.choose): one job per table at
         a time, never next to a running user job, with backoff after a conflict; each decision an Event
-        with its reason."""
+        with its reason, and what it waits for in status.autoCompaction (issue 40, item 7)."""
         if not status.get("tableId"):
             return
         assert namespace is not None
@@ -209,10 +209,27 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
         updated = driving.compacting_conditions(status.get("conditions"), running, meta.get("generation"))
         if updated is not None:
             patch.status["conditions"] = updated
+
+        def say(verdict: autocompact.Verdict) -> None:
+            if (status.get("autoCompaction") or {}) != verdict.to_status():  # patched when it changes only
+                patch.status["autoCompaction"] = verdict.to_status()
+
         compaction = spec.get("compaction") or {}
-        if not compaction.get("auto") or running:
-            return  # one at a time, and never next to a running job of the user's
-        if _backing_off(jobs, now, context.config.autocompact_backoff):
+        if not compaction.get("auto"):
+            say(autocompact.Verdict("Off", "compaction.auto is not true: only the CompactionJobs you create run"))
+            return
+        if running:  # one at a time, and never next to a running job of the user's
+            automatic = {j["metadata"]["name"] for j in jobs if _automatic(j)}
+            named = ", ".join(f"{job} (automatic)" if job in automatic else job for job in running)
+            say(autocompact.Verdict("JobRunning", f"waiting for CompactionJob {named} to end: automatic compaction "
+                                    "runs one job per table at a time, and never next to a job of yours"))  # fmt: skip
+            return
+        backoff = _backoff(jobs, context.config.autocompact_backoff)
+        if backoff is not None and now < backoff[1]:
+            streak, until = backoff
+            say(autocompact.Verdict("BackingOff", f"the last {streak} automatic job(s) lost a conflict to a "
+                                    f"concurrent commit: the next is not created before {conditions.stamp(until)} "
+                                    "(the backoff doubles per conflict in a row)"))  # fmt: skip
             return
         table = context.catalog.table(catalog_name(namespace, name))
         thresholds = autocompact.Thresholds.from_spec(compaction)
@@ -222,16 +239,13 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
             records = table.commits(version, version)
             return datetime.fromtimestamp(records[0].committed_at / 1e6, UTC) if records else None
 
+        partitions, in_flight = partition_files(snapshot, thresholds.small_file_bytes), table.in_flight()
+        policy = snapshot.metadata.conflict_policy.value
         choice = autocompact.choose(
-            snapshot.metadata.conflict_policy.value,
-            snapshot.metadata.row_level_concurrency,
-            thresholds,
-            partition_files(snapshot, thresholds.small_file_bytes),
-            table.in_flight(),
-            written_at,
-            now,
+            policy, snapshot.metadata.row_level_concurrency, thresholds, partitions, in_flight, written_at, now
         )
         if choice is None:
+            say(autocompact.explain(policy, thresholds, partitions, in_flight))
             return
         job_name = f"{name}-auto-{snapshot.version}-{choice.kind}"[:253]
         job = {
@@ -260,6 +274,7 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
         if context.kube.create_job(job):
             logger.info("%s/%s: automatic compaction: %s", namespace, name, choice.reason)
             kopf.info(body, reason="AutoCompaction", message=f"{job_name}: {choice.reason}")
+        say(autocompact.Verdict("JobCreated", f"created CompactionJob {job_name}: {choice.reason}"))
 
     maintenance_settings = maintenance.settings_from(config.maintenance_interval_seconds, config.archive_quiet_seconds)
 
@@ -304,18 +319,20 @@ AUTOMATIC_LABEL = "acidtables.io/automatic"
 TABLE_LABEL = "acidtables.io/table"
 
 
-def _backing_off(jobs: list[dict[str, Any]], now: datetime, first_backoff: timedelta) -> bool:
-    """After automatic jobs that lost conflicts in a row, wait first_backoff x 2^(n-1) after the last."""
-    automatic = sorted(
-        (j for j in jobs if (j["metadata"].get("labels") or {}).get(AUTOMATIC_LABEL) == "true"),
-        key=lambda j: str(j["metadata"].get("creationTimestamp")),
-    )
+def _automatic(job: dict[str, Any]) -> bool:
+    return (job["metadata"].get("labels") or {}).get(AUTOMATIC_LABEL) == "true"
+
+
+def _backoff(jobs: list[dict[str, Any]], first_backoff: timedelta) -> tuple[int, datetime] | None:
+    """After n automatic jobs that lost conflicts in a row: (n, the end of the last plus
+    first_backoff x 2^(n-1), before which no automatic job is created); None after none."""
+    automatic = sorted((j for j in jobs if _automatic(j)), key=lambda j: str(j["metadata"].get("creationTimestamp")))
     streak = 0
     for job in reversed(automatic):
         if (job.get("status") or {}).get("phase") != "Conflicted":
             break
         streak += 1
     if streak == 0:
-        return False
+        return None
     ended = compactions.parse_time((automatic[-1].get("status") or {}).get("completionTime"))
-    return ended is not None and now < ended + first_backoff * 2 ** (streak - 1)
+    return None if ended is None else (streak, ended + first_backoff * 2 ** (streak - 1))

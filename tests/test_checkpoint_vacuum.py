@@ -129,7 +129,6 @@ def test_a_forced_vacuum_in_another_process_deletes_nothing_a_checkpoint_being_w
     whole = stage_checkpoint(
         vacuumer.services.coordinator,
         vacuumer.services.storage(other.location),
-        vacuumer.services.log(other.table_id, other.location),
         other.snapshot(10),
         "whole",
         None,
@@ -323,7 +322,6 @@ def test_a_checkpoint_is_not_written_when_a_newer_one_was_registered_after_it_ch
     staged = stage_checkpoint(
         writer.services.coordinator,
         writer.services.storage(table.location),
-        writer.services.log(table.table_id, table.location),
         table.snapshot(9),
         "overtaken",
         previous,

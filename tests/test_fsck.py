@@ -35,7 +35,8 @@ def _busy_table(catalog: Catalog, name: str = "ns.checked") -> Table:
                 tx.set_scope([{"dt": "p0"}])
             tx.add_files([stage(tx, f"p{n % 2}")])
             tx.commit()
-    catalog.services.flush()
+        if (n + 1) % 5 == 0:  # each checkpoint written before the next is asked for (none combined away)
+            assert catalog.services.flush()
     table.archive()
     return table
 

@@ -40,6 +40,24 @@ class ArchiveMarker:
         return {"upto": self.upto, "time_upto": self.time_upto, "checkpoint": self.checkpoint}
 
 
+def archive_marker_from(value: bytes, mod_revision: int, key: str) -> ArchiveMarker:
+    """The archive marker etcd's key `key` holds (read at `mod_revision`)."""
+    data = json_object(value, key)
+    try:
+        checkpoint = data.get("checkpoint")
+        time_upto = data.get("time_upto")
+        return ArchiveMarker(
+            upto=int(data["upto"]),
+            time_upto=None if time_upto is None else int(time_upto),
+            checkpoint=None if checkpoint is None else (int(checkpoint[0]), str(checkpoint[1])),
+            revision=mod_revision,
+        )
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CorruptMetadataError(
+            f"etcd key {key} is not an archive marker ({exc}): {str(data)[:200]}", key=key
+        ) from None
+
+
 @dataclass(frozen=True)
 class ArchiveBatch:
     """What one archiving step moves out of etcd: the log entries, time-index entries and checkpoint
@@ -58,22 +76,7 @@ class Archiving(Indexes):
     def archive_marker(self, table_id: str) -> ArchiveMarker:
         key = self.keys.archived(table_id)
         value, meta = self._call("an archive marker read", lambda c: c.get(key))
-        if value is None:
-            return ArchiveMarker()
-        data = json_object(value, key)
-        try:
-            checkpoint = data.get("checkpoint")
-            time_upto = data.get("time_upto")
-            return ArchiveMarker(
-                upto=int(data["upto"]),
-                time_upto=None if time_upto is None else int(time_upto),
-                checkpoint=None if checkpoint is None else (int(checkpoint[0]), str(checkpoint[1])),
-                revision=meta.mod_revision,
-            )
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise CorruptMetadataError(
-                f"etcd key {key} is not an archive marker ({exc}): {str(data)[:200]}", key=key
-            ) from None
+        return ArchiveMarker() if value is None else archive_marker_from(value, meta.mod_revision, key)
 
     def archive_batch(self, table_id: str, seen: ArchiveMarker, upto: int) -> ArchiveBatch:
         """The log entries after the marker `seen` up to `upto`, with their time-index entries and

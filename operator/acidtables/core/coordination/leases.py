@@ -11,6 +11,7 @@ from typing import Any
 
 from pyetcd import transactions as ops
 
+from acidtables.core.coordination.archiving import archive_marker_from
 from acidtables.core.coordination.connection import Connection
 from acidtables.core.coordination.keys import pad
 from acidtables.core.coordination.values import checkpoint_entry, dumps, json_object
@@ -119,16 +120,40 @@ class Leases(Connection):
 
     # --- checkpoints being written (core.log.checkpoint_writer) ---------------------------------------
 
-    def begin_checkpoint(self, table_id: str, version: int, txn_id: str, base: str | None, ttl: int) -> str:
+    def begin_checkpoint(
+        self, table_id: str, version: int, txn_id: str, base: tuple[int, str] | None, ttl: int
+    ) -> tuple[str, list[tuple[int, str]]]:
         """Register a checkpoint of `version` being written, under the process lease, naming the
-        registered checkpoint (list path) it builds on; returns its writer name, `<version:020d>-<txn id>`,
-        with which every file it writes begins. While it is registered no vacuum deletes those files or
-        what `base` names; when the process dies, the lease takes the registration with it."""
+        registered checkpoint it builds on (`base`: version, list path). Returns its writer name,
+        `<version:020d>-<txn id>`, with which every file it writes begins, and, read in the same
+        transaction, the checkpoints registered after `base` (in etcd, or the archive marker's). While
+        it is registered no vacuum deletes those files or what `base` names; when the process dies, the
+        lease takes the registration with it."""
         lease = self._process_lease(ttl)
         writer = f"{pad(version)}-{txn_id}"
         key = self.keys.checkpoint_writer(table_id, writer)
-        self._call("a checkpoint writer's registration", lambda c: c.put(key, dumps({"base": base}), lease))
-        return writer
+        value = dumps({"base": None if base is None else base[1]})
+        after = -1 if base is None else base[0]
+        marker_key = self.keys.archived(table_id)
+        reads = [
+            ops.Get(self.keys.checkpoint(table_id, after + 1), range_end=self.keys.checkpoints_end(table_id)),
+            ops.Get(marker_key),
+        ]
+        _, responses = self._call(
+            "a checkpoint writer's registration",
+            lambda c: c.transaction(
+                compare=[], success=[ops.Put(key, value, lease), *(reads if base is not None else [])], failure=[]
+            ),
+        )
+        if base is None:
+            return writer, []
+        _, registered_kvs, marker_kvs = responses
+        newer = [checkpoint_entry(value, meta) for value, meta in registered_kvs]
+        if marker_kvs:
+            archived = archive_marker_from(marker_kvs[0][0], marker_kvs[0][1].mod_revision, marker_key).checkpoint
+            if archived is not None and archived[0] > after:
+                newer.append(archived)
+        return writer, sorted(set(newer))
 
     def register_checkpoint(self, table_id: str, version: int, path: str, writer: str) -> bool:
         """Register the checkpoint file `path` of `version` and end its writer's registration, in one

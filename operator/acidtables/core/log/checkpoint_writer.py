@@ -8,10 +8,10 @@ writes one in this order:
 
 1. it registers itself in etcd, `checkpointing/<version>-<txn id>` under its process lease, naming its
    base; that name begins the name of every file it writes;
-2. it looks again at the newest registered checkpoint: if it is no longer the base, the checkpoint is
-   built without one (every manifest new), or not at all when it is at or after this version. Only a
-   vacuum that read etcd before step 1 can miss the writer, and such a vacuum can judge the base dead
-   only by a checkpoint registered before step 1, which step 2 sees;
+2. in the same etcd transaction it reads the checkpoints registered after its base: if there is one,
+   the checkpoint is built without a base (every manifest new), or not at all when that one is at or
+   after this version. Only a vacuum that read etcd before step 1 can miss the writer, and such a
+   vacuum can judge the base dead only by a checkpoint registered before step 1, which step 2 sees;
 3. it writes its manifests and its list (core.log.checkpoints);
 4. it checks that the list reads back and proves itself and that every manifest it names exists;
 5. one etcd transaction registers the checkpoint and ends the writer's registration, only while that
@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.log.checkpoints import Previous, proven_checkpoint, write_checkpoint
 from acidtables.core.log.snapshot import Snapshot
-from acidtables.core.log.tablelog import TableLog
 from acidtables.core.storage.storage import METADATA_DIR, Storage
 
 logger = logging.getLogger(__name__)
@@ -115,7 +114,6 @@ class StagedCheckpoint:
 def stage_checkpoint(
     coordinator: Coordinator,
     storage: Storage,
-    log: TableLog,
     snapshot: Snapshot,
     txn_id: str,
     previous: Previous | None,
@@ -125,27 +123,26 @@ def stage_checkpoint(
     """Register the writer, then write `snapshot`'s checkpoint on `previous` (steps 1-3 above). None,
     with nothing left registered, when a checkpoint at or after its version is registered already."""
     table_id, version = snapshot.metadata.table_id, snapshot.version
-    base = previous.path if previous is not None else None
-    writer = coordinator.begin_checkpoint(table_id, version, txn_id, base, lease_ttl_seconds)
+    base = None if previous is None else (previous.version, previous.path)
+    # steps 1 and 2 in one etcd transaction: what it reads is what was registered before the writer
+    writer, newer = coordinator.begin_checkpoint(table_id, version, txn_id, base, lease_ttl_seconds)
     try:
-        if previous is not None:
-            newest = log.newest_checkpoint()
-            if newest is not None and newest[0] >= version:
-                logger.info(
-                    "the checkpoint of %s at version %d is not needed: %s is registered", table_id, version, newest
-                )
-                coordinator.end_checkpoint(table_id, writer)
-                return None
-            if newest != (previous.version, previous.path):
-                # a vacuum that read etcd before this writer registered may judge the base dead by it
-                logger.info(
-                    "the checkpoint of %s at version %d writes every manifest: checkpoint %s was registered "
-                    "after the one it was to build on",
-                    log.table_id,
-                    version,
-                    newest,
-                )
-                previous = None
+        if newer and newer[-1][0] >= version:
+            logger.info(
+                "the checkpoint of %s at version %d is not needed: %s is registered", table_id, version, newer[-1]
+            )
+            coordinator.end_checkpoint(table_id, writer)
+            return None
+        if newer:
+            # a vacuum that read etcd before this writer registered may judge the base dead by it
+            logger.info(
+                "the checkpoint of %s at version %d writes every manifest: checkpoint %s was registered after "
+                "the one it was to build on",
+                table_id,
+                version,
+                newer[-1],
+            )
+            previous = None
         path = write_checkpoint(storage, snapshot, txn_id, previous)
     except BaseException:
         _end_quietly(coordinator, table_id, writer)

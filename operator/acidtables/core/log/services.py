@@ -344,7 +344,6 @@ class SnapshotCache:
         return stage_checkpoint(
             self.services.coordinator,
             self.services.storage(location),
-            self.services.log(table_id, location),
             snapshot,
             txn_id,
             None if rebuild else self._previous(table_id, location, snapshot.version),

@@ -29,8 +29,6 @@ logger = logging.getLogger(__name__)
 
 #: log entries read at a time while looking for the end of a run of commits without a time version
 _RUN_BATCH = 16
-#: a version after any a table will reach: "at or before" it is "the newest"
-_NEWEST = 10**19 - 1
 
 
 class TableLog:
@@ -141,13 +139,6 @@ class TableLog:
         if marker.checkpoint:
             found.add(marker.checkpoint)
         return CheckpointState(sorted(found), complete, writers)
-
-    def newest_checkpoint(self) -> tuple[int, str] | None:
-        """The newest checkpoint registered anywhere: etcd's, else the archive marker's (read after
-        etcd, so one that left etcd meanwhile is the marker's or older than the marker's)."""
-        found = self.coordinator.checkpoint_at_or_before(self.table_id, _NEWEST)
-        marker = self.coordinator.archive_marker(self.table_id)
-        return max((c for c in (found, marker.checkpoint) if c is not None), default=None)
 
     def checkpoint_at_or_before(self, version: int, *, within: int) -> tuple[int, str] | None:
         """The newest checkpoint at or before `version`, wherever its registration is now."""

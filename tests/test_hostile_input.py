@@ -1071,6 +1071,7 @@ def test_a_damaged_commit_record_is_named_with_its_table_and_version_and_harms_n
                 tx.commit()
     finally:
         writer.close()
+    table = catalog.table(table.name)  # the writer's catalog is closed: its tables make no more requests
     before = {"snapshot": sorted(table.snapshot().files_by_path), "history": [h.to_json() for h in table.history()]}
     version = data.draw(st.integers(1 if in_file else 0, 3), label="version")  # version 0 is always inline
     key = log_key(catalog, table, version)

@@ -19,6 +19,7 @@ from acidtables.core import InvalidArgumentError, VersionExpiredError
 from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.log.services import Services
+from acidtables.core.maintenance.retention import registration_window_seconds
 from acidtables.core.settings import EtcdSettings, Settings
 from acidtables.core.storage.storage import Storage
 
@@ -166,6 +167,26 @@ def test_vacuum_keeps_the_snapshot_a_registered_transaction_reads(timed: Catalog
     assert set(table.vacuum(retain_duration="0h", force=True).paths) == set(paths[9:19])
 
 
+def test_vacuum_keeps_the_snapshot_of_a_transaction_too_young_to_be_registered(timed: Catalog, clock: Clock) -> None:
+    """A transaction is registered register_after_seconds after it begins; a forced zero-retention vacuum
+    in between must not delete its snapshot's files (issue 41, item 3). Vacuum judges no removal younger
+    than the registration window, so it cannot."""
+    table = timed.create_table("ns.young", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    paths = _hourly_overwrites(table, clock, 3)  # version 3 holds only paths[2]
+    young = table.begin("update")  # pinned at version 3, not registered (that comes 1 s after it began)
+    assert young.scan("dt = 'a'")[0].path.endswith(paths[2])
+    clock.advance(1)
+    paths.append(_overwrite(table))  # removes paths[2]; the vacuum below runs at the same instant
+    table.expire(retain_versions=1, retain_duration="0h", force=True)
+    report = table.vacuum(retain_duration="0s", force=True)
+    assert paths[2] not in report.paths and (Path(table.location) / paths[2]).exists()  # the young one's file
+    assert set(report.paths) == set(paths[:2])  # older removals are judged as before
+    window = registration_window_seconds(timed.settings.commit.register_after_seconds)
+    clock.advance(window / 3600 + 1 / 3600)  # past the window: such a transaction is registered, or done
+    young.abort()
+    assert set(table.vacuum(retain_duration="0s", force=True).paths) == {paths[2]}
+
+
 @pytest.fixture
 def s3_timed(etcd_server: EmbeddedEtcd, etcd_prefix: str, s3_endpoint: str, clock: Clock) -> Iterator[Catalog]:  # noqa: F811
     settings = Settings(
@@ -219,6 +240,7 @@ def test_vacuum_leaves_another_tables_files_and_foreign_files_alone(timed: Catal
     ours = _hourly_overwrites(mine, clock, 4)
     foreign = Path(mine.location, "data", "not-ours.parquet")
     foreign.write_bytes(b"someone else's")
+    clock.advance(1)  # the last removal older than the registration window
     mine.expire(retain_versions=1, retain_duration="0h", force=True)
     deleted = mine.vacuum(retain_duration="0h", force=True).paths
     assert sorted(deleted) == sorted(ours[:3])

@@ -32,6 +32,20 @@ logger = logging.getLogger(__name__)
 #: compare-and-swap attempts on the retention record before giving up (two maintainers at once)
 _ATTEMPTS = 8
 
+#: beyond `register_after_seconds`, how late a transaction's registration may land (the registrar's round
+#: trip to etcd, a busy process) and how far writers' clocks may run ahead of vacuum's
+REGISTRATION_GRACE_SECONDS = 2.0
+
+
+def registration_window_seconds(register_after_seconds: float) -> float:
+    """How young a removal vacuum never judges, `force` or not (issue 41).
+
+    A running transaction is registered `register_after_seconds` after it begins (design §2), so one
+    younger than that may read a snapshot no registration names yet. That snapshot holds a file only if
+    the file was removed after the transaction began; so a removal older than the registration window
+    (plus its grace) can only have hidden files from transactions that are registered by now, or ended."""
+    return register_after_seconds + REGISTRATION_GRACE_SECONDS
+
 
 @dataclass(frozen=True)
 class Retention:
@@ -202,7 +216,12 @@ def vacuum(
     registered = oldest_registered_read(coordinator, table_id)
     if registered is not None:
         floor = min(floor, registered)
-    cutoff = services.clock() - int(retain_duration.total_seconds() * 1_000_000)
+    now = services.clock()
+    cutoff = now - int(retain_duration.total_seconds() * 1_000_000)
+    # data files: the registration window too, as a transaction begun a moment ago is not registered yet
+    # (metadata has its own guard: a checkpoint's writer is registered before it writes)
+    window = registration_window_seconds(services.settings.commit.register_after_seconds)
+    removed_before = min(cutoff, now - int(window * 1_000_000))
     head = int(coordinator.read_head(table_id).value["version"])
 
     removed: dict[str, int] = {}  # path -> recorded size, of files removed at judged versions
@@ -210,7 +229,7 @@ def vacuum(
     if floor > retention.vacuumed_upto:
         for entry in log.read(retention.vacuumed_upto, floor):
             record = services.decode_log_entry(location, entry)
-            if record.committed_at > cutoff:
+            if record.committed_at > removed_before:
                 break  # it and everything after it left the table too recently: the next run judges them
             removed.update((f.path, f.size_bytes) for f in record.removes)
             judged_upto = record.version

@@ -8,6 +8,7 @@ tests run such processes many times over and count their exit codes.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.helpers.tables import staged_parquet
 
+from acidtables import Catalog
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 
 #: a plain script using the library: commits, time travel over every version with the rows read by
@@ -185,3 +188,40 @@ def test_the_cli_exits_0_every_time(tmp_path: Path) -> None:
     with _holding_etcd(root):
         codes, failures = _codes(commands, _env())
     assert codes == Counter({0: runs}), failures[:3]
+
+
+@pytest.mark.slow  # three Spark jobs, a JVM each
+def test_a_compaction_job_exits_0_every_time(
+    etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path, catalog: Catalog
+) -> None:
+    """The job pod's entry point, `python -m acidtables.jobs compact`, in Spark's local mode: each run
+    ends with 0 after it succeeded, its outcome written for the operator."""
+    table = catalog.create_table("s.small", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for _ in range(3):
+        with table.begin("insert_into") as tx:
+            tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=2)])
+            tx.commit()
+    env = {
+        **_env(),
+        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
+        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
+        "ACIDTABLES_WAREHOUSE": catalog.settings.warehouse,
+    }
+    outcomes = []
+    for run in range(3):
+        log = tmp_path / f"outcome-{run}.json"
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "acidtables.jobs", "compact", "--table", "s.small", "--type", "minor",
+                "--job-id", f"job-{run}", "--termination-log", str(log),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outcomes.append(json.loads(log.read_text()))
+    assert [outcome["phase"] for outcome in outcomes] == ["Succeeded"] * 3
+    assert outcomes[0]["filesRemoved"] == 3 and table.snapshot().row_count == 6  # the first one compacted

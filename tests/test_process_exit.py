@@ -20,10 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests.helpers import envtest
+from tests.helpers.operator_process import OperatorProcess
+from tests.helpers.resources import table_resource
 from tests.helpers.tables import staged_parquet
+from tests.test_operator_leader import leader
 
 from acidtables import Catalog
 from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.waiting import wait_for
 
 #: a plain script using the library: commits, time travel over every version with the rows read by
 #: pyarrow, fsck, then the end of the `with` block (or, with --leave-open, no close at all)
@@ -225,3 +230,26 @@ def test_a_compaction_job_exits_0_every_time(
         outcomes.append(json.loads(log.read_text()))
     assert [outcome["phase"] for outcome in outcomes] == ["Succeeded"] * 3
     assert outcomes[0]["filesRemoved"] == 3 and table.snapshot().row_count == 6  # the first one compacted
+
+
+@pytest.mark.slow  # twenty operator processes
+def test_the_operator_exits_0_on_sigterm_every_time(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], catalog: Catalog, tmp_path: Path
+) -> None:
+    """`acidtables operator` against a real API server (skips without KUBEBUILDER_ASSETS): started, leading,
+    with a table reconciled, then stopped as Kubernetes stops a pod; every run ends with 0."""
+    envtest.apply(kube_api, kube_namespace, table_resource("exits"))
+    codes: Counter[int] = Counter()
+    for run in range(20):
+        operator = OperatorProcess(tmp_path / f"operator-{run}.log", operator_env, [kube_namespace])
+        try:
+            wait_for(lambda p=operator.process: leader(catalog) is not None or p.poll() is not None, 60)
+            envtest.kubectl(
+                kube_api, "wait", "--for=condition=Ready", "acidtable/exits", "-n", kube_namespace, "--timeout=60s"
+            )
+        finally:
+            code = operator.stop()
+        codes[code] += 1
+        assert code == 0, operator.log()[-4000:]
+        wait_for(lambda: leader(catalog) is None, 60)  # the lease given up: the next one leads at once
+    assert codes == Counter({0: 20})

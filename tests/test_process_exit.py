@@ -8,6 +8,7 @@ tests run such processes many times over and count their exit codes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -232,6 +233,10 @@ def test_a_compaction_job_exits_0_every_time(
     assert outcomes[0]["filesRemoved"] == 3 and table.snapshot().row_count == 6  # the first one compacted
 
 
+def _leading_or_ended(catalog: Catalog, process: subprocess.Popen[bytes]) -> bool:
+    return leader(catalog) is not None or process.poll() is not None
+
+
 @pytest.mark.slow  # twenty operator processes
 def test_the_operator_exits_0_on_sigterm_every_time(
     kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], catalog: Catalog, tmp_path: Path
@@ -243,7 +248,7 @@ def test_the_operator_exits_0_on_sigterm_every_time(
     for run in range(20):
         operator = OperatorProcess(tmp_path / f"operator-{run}.log", operator_env, [kube_namespace])
         try:
-            wait_for(lambda p=operator.process: leader(catalog) is not None or p.poll() is not None, 60)
+            wait_for(functools.partial(_leading_or_ended, catalog, operator.process), 60)
             envtest.kubectl(
                 kube_api, "wait", "--for=condition=Ready", "acidtable/exits", "-n", kube_namespace, "--timeout=60s"
             )

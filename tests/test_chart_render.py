@@ -11,7 +11,9 @@ establishment, RBAC escalation checks) is tests/test_chart.py's, where KUBEBUILD
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -23,6 +25,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 from celpy.adapter import json_to_cel
 from kubernetes_validate.utils import all_versions  # type: ignore[import-untyped]
+from tests.helpers import docs as doc_pages
 from tests.helpers.helm import render, require_helm_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -426,3 +429,63 @@ def test_a_release_watching_every_namespace_refuses_none(rendered: Callable[[str
     assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
     kind = documents(rendered("readme-kind")["manifest"])  # the quick start watches sales alone
     assert admitted(admission(kind)[0], "sales")[0] and not admitted(admission(kind)[0], "other")[0]
+
+
+# --- what an offline cluster needs, and releasing finalizers from the image (issue 40, item 8) ------
+
+
+def images(docs: list[dict[str, Any]]) -> set[str]:
+    """Every image the rendered release runs: its pods' containers, and the jobs' image it hands on."""
+    found = set()
+    for doc in docs:
+        pod = (doc.get("spec") or {}).get("template", {}).get("spec") or {}
+        for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+            found.add(container["image"])
+            found |= {e["value"] for e in container.get("env", []) if e["name"] == "ACIDTABLES_JOB_IMAGE"}
+    return found
+
+
+def test_the_quick_start_loads_every_image_the_kind_install_runs(rendered: Callable[[str], dict[str, Any]]) -> None:
+    """An offline node pulls nothing: the quick start loads the acidtables image and the bundled etcd's."""
+    quick_start = doc_pages.block("docs/kubernetes.md", "sh", 0).code
+    loaded = set(re.findall(r"^kind load docker-image (\S+)", quick_start, re.M))
+    assert (
+        images(documents(rendered("readme-kind")["manifest"]))
+        == loaded
+        == {
+            "localhost/acidtables:0.1.0",
+            "registry.k8s.io/etcd:3.6.5-0",
+        }
+    )
+    assert "registry.k8s.io/etcd:3.6.5-0" in (ROOT / "docs" / "kubernetes.md").read_text().split("### Offline")[1]
+
+
+def test_releasing_finalizers_from_the_image_runs_as_the_operator_with_the_rights_it_needs(
+    helm_python: Path,
+) -> None:
+    """docs/chart.md's `kubectl run`: the quick start's release (acidtables in sales) has that
+    ServiceAccount there, the pod runs the release's image, and the account may list and patch both
+    kinds in the namespace the command names."""
+    (line,) = [b.code for b in doc_pages.blocks(ROOT / "docs" / "chart.md", "sh") if b.code.startswith("kubectl run")]
+    words = shlex.split(line)
+    options = dict(w.split("=", 1) for w in words if w.startswith("--") and "=" in w)
+    namespace, served = words[words.index("-n") + 1], words[words.index("--namespace") + 1]
+    assert words[words.index("--") + 1 :][:2] == ["acidtables", "release-finalizers"]
+    account = json.loads(options["--overrides"])["spec"]["serviceAccountName"]
+    (answer,) = render(helm_python, "acidtables", namespace, CHART, [COMBINATIONS["readme-kind"]])
+    docs = documents(answer["manifest"])
+    assert [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == account]
+    assert {d["metadata"]["namespace"] for d in docs if d["metadata"]["name"] == account} >= {namespace}
+    assert options["--image"] in images(docs)
+    bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["namespace"] == served]
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == served}
+    granted = {
+        (resource, verb)
+        for binding in bindings
+        if {"kind": "ServiceAccount", "name": account, "namespace": namespace} in binding["subjects"]
+        for rule in roles[binding["roleRef"]["name"]]["rules"]
+        if "acidtables.io" in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert {(kind, verb) for kind in ("acidtables", "compactionjobs") for verb in ("list", "patch")} <= granted

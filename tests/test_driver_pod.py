@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +278,55 @@ def test_the_driver_uses_its_pods_account_or_where_it_has_none_the_kubeconfig(tm
     assert conf["spark.kubernetes.authenticate.caCertFile"] == f"{tmp_path}/ca.crt"
     away = spark_conf(args, env, account_dir=str(tmp_path / "none"))
     assert not [key for key in away if key.startswith("spark.kubernetes.authenticate")]
+
+
+# --- a job's Spark log level (issue 40, item 8) ----------------------------------------------------
+
+
+def test_a_jobs_spark_log_level_is_passed_to_its_driver_and_made_its_jvms_configuration(tmp_path: Path) -> None:
+    job = {**JOB, "spec": {**JOB["spec"], "spark": {"executors": 0, "conf": {"spark.log.level": "info"}}}}
+    command = driver_pod(job, 1, "sales.orders", OperatorConfig(job_image="img:1"))["spec"]["containers"][0]["command"]
+    assert command[command.index("spark.log.level=info") - 1] == "--conf"
+    conf = spark_conf(build_parser().parse_args(command[4:]), {}, template_dir=str(tmp_path))
+    written = tmp_path / "acidtables-log4j2.properties"
+    assert conf["spark.driver.extraJavaOptions"] == f"-Dlog4j.configurationFile=file:{written}"
+    assert (
+        "rootLogger.level = INFO" in written.read_text()
+        and "appender.stderr.fileName = /dev/stderr" in written.read_text()
+    )
+    assert conf["spark.log.level"] == "info"  # Spark's own setting stays: it sets the level again at start
+    own = ["--conf", "spark.log.level=DEBUG", "--conf", "spark.driver.extraJavaOptions=-Dx=1"]
+    mine = spark_conf(build_parser().parse_args([*command[4:], *own]), {}, template_dir=str(tmp_path))
+    assert mine["spark.driver.extraJavaOptions"] == f"-Dx=1 -Dlog4j.configurationFile=file:{written}"
+
+
+def test_a_log_level_spark_does_not_know_is_refused_naming_it() -> None:
+    args = build_parser().parse_args(
+        ["--table", "a.b", "--type", "minor", "--job-id", "u", "--conf", "spark.log.level=LOUD"]
+    )
+    with pytest.raises(InvalidArgumentError, match=r"spark.log.level='LOUD': the level must be one of ALL, TRACE"):
+        spark_conf(args, {})
+
+
+DRIVER = """
+import sys
+from acidtables.jobs.compact import build_parser, spark_conf
+from acidtables.spark import local_session, stop_session
+args = build_parser().parse_args(["--table", "a.b", "--type", "minor", "--job-id", "u", *sys.argv[2:]])
+session = local_session("log-level", memory="512m", conf=spark_conf(args, {}, template_dir=sys.argv[1]))
+session.range(10).count()
+stop_session(session)
+"""
+
+
+@pytest.mark.slow  # a JVM of its own: the level is set as the driver's JVM starts
+def test_spark_log_level_info_in_a_jobs_conf_reaches_the_drivers_log(tmp_path: Path) -> None:
+    """The job's driver, as `acidtables.jobs compact` starts its session: with spark.log.level=INFO its
+    JVM logs Spark's INFO lines (the scheduler's "Starting task"); before, Spark said it set INFO and
+    logged nothing below WARN."""
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(tmp_path), "--conf", "spark.log.level=INFO"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r" INFO TaskSetManager: Starting task 0\.0 in stage 0\.0", done.stderr), done.stderr[-3000:]

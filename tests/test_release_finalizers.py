@@ -5,11 +5,15 @@ controllers' finalizers stay."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.helpers import docs, envtest
 from tests.helpers.kmock_operator import KmockOperator
 from tests.helpers.resources import GROUP, job_resource, table_resource
 
@@ -84,3 +88,37 @@ def test_the_cli_command_renders_json(kube: KmockOperator, capsys: pytest.Captur
             {"kind": "AcidTable", "namespace": "sales", "name": "orders", "deleting": True, "other_finalizers": [OTHER]}
         ],
     }
+
+
+# --- the same without the library: plain kubectl, as docs/chart.md gives it (issue 40, item 8) -------
+
+
+def kubectl_binary() -> str | None:
+    """kubectl on PATH, else the envtest assets' one."""
+    assets = envtest.assets_dir()
+    shipped = assets / "kubectl" if assets is not None else None
+    return shutil.which("kubectl") or (str(shipped) if shipped is not None and shipped.exists() else None)
+
+
+def test_the_plain_kubectl_loop_of_the_docs_releases_only_acidtables_finalizer(
+    kube: KmockOperator, tmp_path: Path
+) -> None:
+    """docs/chart.md's loop, run as written by sh with a real kubectl against the emulated API server."""
+    binary = kubectl_binary()
+    if binary is None:
+        pytest.skip(f"needs kubectl on PATH or in {envtest.ASSETS_VARIABLE}")
+    (loop,) = [b.code for b in docs.blocks(docs.ROOT / "docs" / "chart.md", "sh") if "kubectl patch" in b.code]
+    put(kube, "sales", "acidtables", table_resource("orders"), [OTHER, FINALIZER])
+    kube.request("DELETE", f"{GROUP}/namespaces/sales/acidtables/orders")
+    put(kube, "hr", "acidtables", table_resource("people"), [FINALIZER])
+    put(kube, "hr", "acidtables", table_resource("theirs"), [OTHER])
+    put(kube, "sales", "compactionjobs", job_resource("compact"), [FINALIZER, OTHER])
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "kubectl").symlink_to(binary)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", f"set -e\n{loop}"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    tables = names(kube, "acidtables")
+    assert (tables["orders"], tables["people"], tables["theirs"]) == ([OTHER], [], [OTHER])
+    assert names(kube, "compactionjobs")["compact"] == [OTHER]
+    assert done.stdout.count("patched") == 3, done.stdout

@@ -14,7 +14,8 @@ finalizers honoured) plus:
 - a record of every request as (token, verb, resource, namespace) in Kubernetes' RBAC terms, so a test
   can check a client's calls against the rules of a Role (`calls`);
 - refusals on demand (`refuse`), with the Status a real API server answers, before anything is stored;
-- Namespace objects (the built-in ones from the start), which kmock's own path parser cannot address.
+- Namespace objects (the built-in ones from the start), which kmock's own path parser cannot address;
+- a list's `kind` and `apiVersion` (`AcidTableList`), without which kubectl refuses the answer.
 
 What it still does not do: schema validation and CEL rules (the CRD tests do), authentication and RBAC
 (it records, it does not refuse), optimistic concurrency, admission, garbage collection by owner
@@ -316,6 +317,11 @@ class FakeKube(kmock.KubernetesEmulator):
 
     async def _serve_list(self, request: Any) -> Any:
         listed = await super()._serve_list(request)
+        resource = request.resource
+        info = RESOURCES.get(f"{resource.group + '/' if resource.group else ''}{resource.version}/{resource.plural}")
+        if info is not None and isinstance(listed, dict):  # as an API server names a list (kubectl insists)
+            listed.setdefault("kind", f"{info.kind}List")
+            listed.setdefault("apiVersion", f"{resource.group + '/' if resource.group else ''}{resource.version}")
         selector = request.params.get("labelSelector")
         if selector and isinstance(listed, dict):
             listed["items"] = [item for item in listed["items"] if selects(selector, _labels(item))]

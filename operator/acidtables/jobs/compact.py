@@ -114,6 +114,46 @@ def executor_template_file(env: Mapping[str, str], directory: str) -> str | None
 #: where every pod finds its ServiceAccount's token and the cluster's CA
 ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
+#: Spark's own setting for its log level, and the levels it takes (case aside)
+LOG_LEVEL = "spark.log.level"
+LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+#: the driver JVM's log configuration at a job's `spark.log.level`: Spark's default layout, on stderr (the
+#: pod's log) through a File appender on /dev/stderr, not log4j2's Console appender, because Spark adds a
+#: filter to console appenders in a PySpark driver that holds them at WARN whatever spark.log.level and
+#: setLogLevel say (Spark 4.3: "Setting Spark log level to INFO", then no INFO line), so "Registered
+#: executor" and "Starting task" never showed (issue 40, item 8)
+_LOG4J2 = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.stderr.type = File
+appender.stderr.name = stderr
+appender.stderr.fileName = /dev/stderr
+appender.stderr.append = true
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+# Spark's defaults for the noisiest third-party loggers
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+logger.parquet.name = org.apache.parquet.CorruptStatistics
+logger.parquet.level = error
+"""
+
+
+def log_level_conf(conf: dict[str, str], directory: str) -> None:
+    """A job's `spark.log.level` made to reach its driver's log: a log4j2 configuration at that level,
+    written to `directory` and given to the driver JVM (beside any Java options the job sets)."""
+    level = conf.get(LOG_LEVEL)
+    if level is None:
+        return  # PySpark's default: WARN
+    if level.strip().upper() not in LOG_LEVELS:
+        raise InvalidArgumentError(f"--conf {LOG_LEVEL}={level!r}: the level must be one of {', '.join(LOG_LEVELS)}")
+    path = os.path.join(directory, "acidtables-log4j2.properties")
+    with open(path, "w") as out:
+        out.write(_LOG4J2.format(level=level.strip().upper()))
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j.configurationFile" not in options:  # the job's own configuration wins
+        conf["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j.configurationFile=file:{path}".strip()
+
 
 def spark_conf(
     args: argparse.Namespace, env: Mapping[str, str], template_dir: str = "/tmp", account_dir: str = ACCOUNT_DIR
@@ -122,7 +162,7 @@ def spark_conf(
     pod's environment, the driver's host and pod name from the downward API so executors are owned by
     this pod, the pod's service-account token (where there is none, Spark's client reads KUBECONFIG),
     the executors' pod template (the driver's volumes, environment and user), then the job's own
-    `--conf`."""
+    `--conf`, its `spark.log.level` made effective (log_level_conf)."""
     conf = {}
     if args.executors:
         template = executor_template_file(env, template_dir)
@@ -156,6 +196,7 @@ def spark_conf(
         if not sep or not key:
             raise InvalidArgumentError(f"--conf {item!r}: write KEY=VALUE")
         conf[key] = value
+    log_level_conf(conf, template_dir)
     return conf
 
 

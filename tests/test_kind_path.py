@@ -58,12 +58,16 @@ def test_every_build_path_of_the_readme_names_the_image_the_kind_values_run() ->
     built = [words[words.index("-t") + 1] for words in commands if words[:2] == ["docker", "build"]]
     loaded = [words[-1] for words in commands if words[:3] == ["kind", "load", "docker-image"]]
     assert built and loaded
-    assert {stored_by_docker(name) for name in built + loaded} == {kind_image()}
+    # what is built is what kind runs, and it is loaded (beside the bundled etcd's image, which
+    # test_chart_render's test_the_quick_start_loads_every_image_the_kind_install_runs checks)
+    assert {stored_by_docker(name) for name in built} == {kind_image()}
+    assert kind_image() in {stored_by_docker(name) for name in loaded}
     # the path without Docker: `make image IMAGE=...` (buildah), then podman save and kind load image-archive
     made = re.findall(r"`make image IMAGE=(\S+)`", KUBERNETES)
     saved = re.findall(r"podman save -o \S+ (\S+?)\s*&&", KUBERNETES)
     assert made and saved
-    assert {stored_by_podman(name) for name in made + saved} == {kind_image()}
+    assert {stored_by_podman(name) for name in made} == {kind_image()}
+    assert kind_image() in {stored_by_podman(name) for name in saved}
 
 
 def test_kubectl_get_acidtables_shows_every_column_the_readme_promises() -> None:

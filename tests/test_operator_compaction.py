@@ -205,15 +205,26 @@ def test_a_cluster_job_reorders_and_is_deleted_after_its_ttl(
         assert "sort" not in envtest.kubectl(kube_api, "get", "cjob", "-n", kube_namespace, "-o", "name")
 
 
-def test_a_job_for_a_table_that_does_not_exist_fails_and_says_so(
-    kube_api: envtest.KubeAPI, kube_namespace: str, operator: OperatorProcess
+def test_a_job_for_a_table_that_never_appears_fails_after_the_table_wait_and_says_so(
+    kube_api: envtest.KubeAPI, kube_namespace: str, operator_env: dict[str, str], tmp_path: Path
 ) -> None:
-    envtest.apply(kube_api, kube_namespace, job_resource("orphan", table="ghost"))
-    envtest.kubectl(
-        kube_api, "wait", "--for=condition=Failed", "compactionjob/orphan", "-n", kube_namespace, "--timeout=60s"
+    """A job waits for its table (issue 40, item 1); past ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS (3 s here)
+    with none, it fails with NoTable, and nothing was launched for it."""
+    operator = OperatorProcess(
+        tmp_path / "operator.log", {**operator_env, "ACIDTABLES_TABLE_WAIT_TIMEOUT_SECONDS": "3"}, [kube_namespace]
     )
+    try:
+        envtest.apply(kube_api, kube_namespace, job_resource("orphan", table="ghost"))
+        envtest.kubectl(
+            kube_api, "wait", "--for=condition=Failed", "compactionjob/orphan", "-n", kube_namespace, "--timeout=60s"
+        )
+    finally:
+        code = operator.stop()
+    assert code == 0, operator.log()[-4000:]
     status = get_job(kube_api, kube_namespace, "orphan")["status"]
-    assert status["phase"] == "Failed" and f"no table {catalog_name(kube_namespace, 'ghost')}" in status["message"]
+    assert status["phase"] == "Failed"
+    assert f"no AcidTable ghost in namespace {kube_namespace}; gave up waiting for it after 3 s" in status["message"]
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Failed"] == ["NoTable"]
     pods = kube_api.request("GET", f"/api/v1/namespaces/{kube_namespace}/pods")["items"]
     assert pods == []  # nothing was launched for it
 

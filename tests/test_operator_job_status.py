@@ -34,6 +34,12 @@ def test_a_job_applied_together_with_its_table_waits_for_it_and_runs(
     both = {"apiVersion": "v1", "kind": "List", "items": [job_resource("compact"), table_resource("events")]}
     envtest.kubectl(kube_api, "apply", "-n", kube_namespace, "-f", "-", stdin=json.dumps(both))
     eventually(lambda: pod_named(kube_api, kube_namespace, "compact-driver-1"), "the driver pod", operator)
+    # the driver pod is created before the handler's status patch lands: wait for the patch too
+    eventually(
+        lambda: get_job(kube_api, kube_namespace, "compact").get("status", {}).get("attempts") == 1,
+        "the first attempt in the job's status",
+        operator,
+    )
     job = get_job(kube_api, kube_namespace, "compact")
     assert job["status"]["attempts"] == 1 and condition(job, "Failed") is None
     assert job["status"].get("phase") in ("Pending", "Running")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers.tables import catalog_with, staged_parquet
+from tests.helpers.tables import catalog_with, commit_into
 
 from acidtables import Catalog, Table
 from acidtables.core.errors import CoordinatorUnavailable
@@ -55,12 +55,6 @@ def vacuumer(catalog: Catalog) -> Iterator[Catalog]:
         yield other
     finally:
         other.close()
-
-
-def commit_into(table: Table, *partitions: str) -> None:
-    with table.begin("insert_into") as tx:
-        tx.add_files([staged_parquet(tx, {"dt": dt}) for dt in partitions])
-        tx.commit()
 
 
 def eight_versions(writer: Catalog, name: str) -> Table:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.helpers.tables import catalog_with, staged_parquet
+from tests.helpers.tables import catalog_with, commit_into
 
 from acidtables import Catalog, Table
 from acidtables.core.log import checkpoints, manifests
@@ -208,12 +208,6 @@ def writer(catalog: Catalog) -> Iterator[Catalog]:
         yield other
     finally:
         other.close()
-
-
-def commit_into(table: Table, *partitions: str) -> None:
-    with table.begin("insert_into") as tx:
-        tx.add_files([staged_parquet(tx, {"dt": dt}) for dt in partitions])
-        tx.commit()
 
 
 def listed(catalog: Catalog, table: Table) -> dict[str, Any]:

@@ -72,6 +72,13 @@ def staged_parquet(tx: Transaction, partition: Mapping[str, str | None] | None =
 # --- raw etcd reads --------------------------------------------------------------------------------
 
 
+def commit_into(table: Table, *partitions: str) -> None:
+    """One committed insert of a one-row file into each of `partitions` (values of `dt`)."""
+    with table.begin("insert_into") as tx:
+        tx.add_files([staged_parquet(tx, {"dt": dt}) for dt in partitions])
+        tx.commit()
+
+
 def etcd_client(host: str, port: int) -> pyetcd.MultiEndpointEtcd3Client:
     """A plain pyetcd client straight to etcd, bypassing acidtables (and any proxy)."""
     return pyetcd.client(host, port, timeout=5)

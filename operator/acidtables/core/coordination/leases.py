@@ -15,7 +15,7 @@ from acidtables.core.coordination.archiving import archive_marker_from
 from acidtables.core.coordination.connection import Connection
 from acidtables.core.coordination.keys import pad
 from acidtables.core.coordination.values import checkpoint_entry, dumps, json_object
-from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
+from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer, join_thread
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.settings import EtcdSettings
 
@@ -60,9 +60,7 @@ class Leases(Connection):
 
     def _stop_keepalive(self, timeout_seconds: float) -> None:
         """Once closed: wait (within `timeout_seconds`) for the lease keep-alive thread to end."""
-        thread = self._keepalive
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_seconds)
+        join_thread(self._keepalive, timeout_seconds)
 
     def _revoke_process_lease(self) -> None:
         if self._lease is not None:

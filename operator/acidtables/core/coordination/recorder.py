@@ -12,7 +12,7 @@ from typing import Any
 
 from acidtables.core.coordination.connection import Connection
 from acidtables.core.coordination.values import dumps, json_object
-from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
+from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer, join_thread
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.settings import EtcdSettings
 
@@ -122,8 +122,7 @@ class Recorder(Connection):
         if timer is not None:
             timer.cancel()
         for thread in (recorder, timer):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout_seconds)
+            join_thread(thread, timeout_seconds)
 
     def list_events(self, table_id: str | None = None) -> list[dict[str, Any]]:
         prefix = self.keys.events(table_id)

@@ -8,11 +8,12 @@ holds, so every such wait in the project goes through :func:`wait_for`.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
-__all__ = ["SYSTEM_TIMER", "SystemTimer", "Timer", "wait_for"]
+__all__ = ["SYSTEM_TIMER", "SystemTimer", "Timer", "join_thread", "wait_for"]
 
 
 class Timer(Protocol):
@@ -69,3 +70,12 @@ def wait_for(
             raise TimeoutError(message or f"condition not met within {timeout_seconds:g} s")
         # Never sleep past the deadline: the last check should happen close to it.
         time.sleep(min(interval_seconds, remaining))
+
+
+def join_thread(thread: threading.Thread | None, timeout_seconds: float) -> bool:
+    """Wait (within `timeout_seconds`) for a background thread a close() ended to finish; a thread never
+    waits for itself (close() called from its own work). True when it is gone."""
+    if thread is None or thread is threading.current_thread():
+        return True
+    thread.join(timeout_seconds)
+    return not thread.is_alive()

@@ -15,6 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from acidtables.core.coordination.waiting import join_thread
+
 logger = logging.getLogger(__name__)
 
 #: how long close() waits for the work under way (one checkpoint or archive write) before leaving the
@@ -77,10 +79,8 @@ class BackgroundWork(Generic[K, V]):
             self._changed.notify_all()
             thread = self._thread
         # what runs now finishes (a checkpoint or archive write is bounded); the thread then ends
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(_STOP_SECONDS)
-            if thread.is_alive():
-                logger.warning("%s: still working %g s after close; it ends with its work", self.name, _STOP_SECONDS)
+        if not join_thread(thread, _STOP_SECONDS):
+            logger.warning("%s: still working %g s after close; it ends with its work", self.name, _STOP_SECONDS)
 
     def _wait(self, done: Callable[[], bool], deadline: float) -> bool:
         with self._changed:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from acidtables.core import events
 from acidtables.core.coordination.coordinator import Coordinator
-from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer
+from acidtables.core.coordination.waiting import SYSTEM_TIMER, Timer, join_thread
 from acidtables.core.errors import CorruptMetadataError
 from acidtables.core.events import CommitEvent
 from acidtables.core.log.archive import Archive
@@ -238,8 +238,7 @@ class Registrar:
             self._due.clear()
             self._changed.notify_all()
             thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(_REGISTRAR_STOP_SECONDS)
+        join_thread(thread, _REGISTRAR_STOP_SECONDS)
 
     def _run(self) -> None:
         while True:

@@ -40,6 +40,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     Filter,
     InputPartition,
     WriterCommitMessage,
@@ -65,7 +66,7 @@ from acidtables.core import (
 
 from .arrow_files import read_rows, write_rows
 from .pushed_filters import pushed_predicate
-from .schema import check_schema, read_struct
+from .schema import change_feed_struct, check_schema, read_struct
 from .source_options import SourceOptions, parse_options
 from .writes import replace_all
 
@@ -180,9 +181,10 @@ class AcidTablesDataSource(DataSource):
 
     @user_facing
     def schema(self) -> StructType:
-        options = parse_options(self.options, "read")
+        options = parse_options(self.options, "schema")
         with catalog_from_options(options, self.session_settings) as catalog:
-            return read_struct(catalog.table(options.table).metadata)
+            struct = read_struct(catalog.table(options.table).metadata)
+        return change_feed_struct(struct) if options.stream.read_change_feed else struct
 
     @user_facing
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -191,6 +193,12 @@ class AcidTablesDataSource(DataSource):
             table = catalog.table(options.table)
             snapshot = table.snapshot(version=options.version_as_of, timestamp=options.timestamp_as_of)
             return AcidTablesReader(snapshot, table.storage)
+
+    @user_facing
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .stream_source import AcidTablesStreamReader
+
+        return AcidTablesStreamReader(parse_options(self.options, "stream_read"), self.session_settings, schema)
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:

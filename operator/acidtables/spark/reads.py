@@ -28,9 +28,7 @@ from acidtables.core import (
 from .files import FILE, ROW
 from .modify import core_condition, validate_condition
 from .scan import read_files, read_snapshot_rows
-from .schema import DELETE, OP_COLUMN, table_struct
-
-CHANGE_TYPE, CHANGE_VERSION, CHANGE_TIME = "_change_type", "_commit_version", "_commit_timestamp"
+from .schema import CHANGE_TIME, CHANGE_TYPE, CHANGE_VERSION, DELETE, OP_COLUMN, change_feed_struct, table_struct
 
 
 def read_snapshot(
@@ -124,15 +122,7 @@ def changes(
         if (f := _change_rows(spark, table, snapshot, c.version, c.time_version, c.added, c.removed)) is not None
     ]
     if not frames:
-        schema = StructType(
-            [
-                *table_struct(snapshot.metadata).fields,
-                StructField(CHANGE_TYPE, StringType()),
-                StructField(CHANGE_VERSION, LongType()),
-                StructField(CHANGE_TIME, TimestampType()),
-            ]
-        )
-        return spark.createDataFrame([], schema)
+        return spark.createDataFrame([], change_feed_struct(table_struct(snapshot.metadata)))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)

@@ -77,6 +77,22 @@ def read_struct(meta: TableMetadata) -> StructType:
     return StructType([StructField(f.name, f.dataType, True) for f in table_struct(meta).fields])
 
 
+#: the change feed's own columns, in Delta's names (SparkTable.changes, readChangeFeed)
+CHANGE_TYPE, CHANGE_VERSION, CHANGE_TIME = "_change_type", "_commit_version", "_commit_timestamp"
+
+
+def change_feed_struct(rows: StructType) -> StructType:
+    """A table's rows with the change feed's columns after them."""
+    return StructType(
+        [
+            *rows.fields,
+            StructField(CHANGE_TYPE, T.StringType()),
+            StructField(CHANGE_VERSION, T.LongType()),
+            StructField(CHANGE_TIME, T.TimestampType()),
+        ]
+    )
+
+
 def data_columns(meta: TableMetadata) -> list[Column]:
     """Columns stored inside the Parquet files; partition values live in the log instead."""
     partition = {p.lower() for p in meta.partition_by}

@@ -101,6 +101,7 @@ from acidtables.core.process_exit import exit_process
 from acidtables.core.schema.ddl import parse_schema
 from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
+from acidtables.core.storage.locations import location_key
 from acidtables.core.storage.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
 
 __all__ = [
@@ -187,6 +188,7 @@ __all__ = [
     "group_app_id",
     "in_partitions",
     "literal_fits",
+    "location_key",
     "might_match",
     "parse_duration",
     "parse_predicate",

@@ -26,13 +26,11 @@ for code that wants `format("acidtables")`.
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeVar, cast
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -48,11 +46,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from acidtables.core import (
-    WAREHOUSE,
     AcidTablesError,
     Catalog,
-    CommitSettings,
-    ConfigurationError,
     DataFile,
     Expr,
     InvalidArgumentError,
@@ -64,15 +59,15 @@ from acidtables.core import (
     check_files_exist,
 )
 
-from .arrow_files import read_rows, write_rows
+from .arrow_files import read_rows
 from .pushed_filters import pushed_predicate
 from .schema import change_feed_struct, check_schema, read_struct
-from .source_options import SourceOptions, parse_options
+from .source_catalog import catalog_from_options, user_facing
+from .source_options import parse_options
+from .stream_sink import AcidTablesStreamWriter, stage_batches
 from .writes import replace_all
 
 FORMAT = "acidtables"
-#: the settings that say where a catalog is (the rest tune its commits)
-ETCD_VARIABLES = "ACIDTABLES_ETCD_"
 FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
@@ -129,48 +124,6 @@ def session_catalog(spark: SparkSession) -> Catalog | None:
     return _registered.get(spark)
 
 
-def catalog_from_options(options: SourceOptions, session: Settings | None = None) -> Catalog:
-    """The catalog the options name: `local` for the embedded development etcd; else, when the options
-    say where (etcd or the warehouse), the environment's (Settings.from_env, as Catalog.connect reads
-    it) with those in its place; else the session's catalog (use_catalog), with any commit.* option
-    over the environment's; else the environment's."""
-    if options.local is not None:
-        return Catalog.local(options.local or None)
-    where = [k for k in options.settings if k.startswith(ETCD_VARIABLES) or k == WAREHOUSE]
-    if session is not None and not where:
-        if options.settings:
-            session = replace(session, commit=CommitSettings.from_env({**os.environ, **options.settings}))
-        return Catalog(session)
-    try:
-        return Catalog(Settings.from_env({**os.environ, **options.settings}))
-    except ConfigurationError as exc:
-        raise ConfigurationError(
-            f"{exc} (format('acidtables') also takes them as options: etcd.endpoints, warehouse)"
-        ) from None
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def user_facing(method: F) -> F:
-    """For the driver-side steps Spark runs in planning workers (schema, reader, writer, commit): an
-    acidtables error reaches the user as its class and message on the first line of Spark's error,
-    instead of a Python traceback with the cause at the bottom. Spark formats a worker's error without
-    the traceback when SPARK_HIDE_TRACEBACK is set, so it is set, in that planning worker only, when the
-    error is ours; our errors name their cause themselves. Executor-side read and write are left alone:
-    their workers also run user code whose tracebacks matter."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except AcidTablesError:
-            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-            raise
-
-    return cast(F, wrapper)
-
-
 class AcidTablesDataSource(DataSource):
     #: the settings of the catalog of the session this class was registered in (use_catalog)
     session_settings: Settings | None = None
@@ -213,6 +166,9 @@ class AcidTablesDataSource(DataSource):
                 hint="alter_table() or SparkTable's merge_schema=True",
             )
             tx = table.begin(operation)
+            applied = None
+            if options.txn_app_id is not None and options.txn_version is not None:
+                applied = tx.applied_at(options.txn_app_id, options.txn_version)
             state = _WriteState(
                 dict(self.options),
                 self.session_settings,
@@ -222,8 +178,17 @@ class AcidTablesDataSource(DataSource):
                 tx.read_version,
                 tx.head_revision,
                 tx.metadata.to_json(),
+                applied_at=applied,
             )
             return AcidTablesWriter(state)
+
+    @user_facing
+    def streamWriter(self, schema: StructType, overwrite: bool) -> AcidTablesStreamWriter:
+        options = parse_options(self.options, "stream_write")
+        with catalog_from_options(options, self.session_settings) as catalog:
+            return AcidTablesStreamWriter.plan(
+                options, dict(self.options), catalog, self.session_settings, schema, overwrite
+            )
 
 
 # --- reading ---------------------------------------------------------------------------------------
@@ -319,6 +284,8 @@ class _WriteState:
     read_version: int
     head_revision: int
     metadata: dict[str, Any]
+    #: the version that already holds this write's (txnAppId, txnVersion): the write is skipped
+    applied_at: int | None = None
 
 
 class _Written(WriterCommitMessage):
@@ -335,12 +302,10 @@ class AcidTablesWriter(DataSourceArrowWriter):
         return self.state.operation == "insert_overwrite"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        batches = list(iterator)
-        if not batches:
-            return _Written([])
+        if self.state.applied_at is not None:
+            return _Written([])  # the table has this write already: nothing is staged
         meta = TableMetadata.from_json(self.state.metadata)
-        data = pa.Table.from_batches(batches)
-        files = write_rows(meta, Storage(meta.location), self.state.txn_id, data, overwrite=self._overwrite)
+        files = stage_batches(meta, self.state.txn_id, list(iterator), overwrite=self._overwrite)
         return _Written([f.to_json() for f in files])
 
     def _transaction(self, catalog: Catalog) -> Transaction:
@@ -356,6 +321,9 @@ class AcidTablesWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         with catalog_from_options(parse_options(self.state.options, "write"), self.state.session_settings) as catalog:
             tx = self._transaction(catalog)
+            options = parse_options(self.state.options, "write")
+            if options.txn_app_id is not None and options.txn_version is not None:
+                tx.set_app_transaction(options.txn_app_id, options.txn_version)
             if self._overwrite:
                 replace_all(tx)
             tx.add_files([DataFile.from_json(f) for m in messages if isinstance(m, _Written) for f in m.files])

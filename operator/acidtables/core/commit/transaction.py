@@ -432,6 +432,13 @@ class Transaction:
             raise InvalidArgumentError(f"set_app_transaction(): version must be a non-negative int, found {version!r}")
         self._app_ids[app_id] = version
 
+    def applied_at(self, app_id: str, version: int) -> int | None:
+        """The table version that already holds version `version` (or a later one) of application
+        `app_id`, as of this transaction's snapshot; None when the write is new. A writer asks before it
+        writes anything, so a repeat costs no data written (commit skips it in any case, D-27)."""
+        recorded = self.snapshot.app_ids.get(app_id)
+        return recorded[1] if recorded is not None and recorded[0] >= version else None
+
     def update_metadata(
         self,
         *,

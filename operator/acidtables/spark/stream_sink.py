@@ -1,0 +1,217 @@
+"""The `acidtables` data source as a Structured Streaming sink: each micro-batch commits once.
+
+    (df.writeStream.format("acidtables")
+        .option("checkpointLocation", "s3a://bucket/checkpoints/events")
+        .start("sales.events"))
+
+Spark runs a Python sink in three places, none sharing memory: a planning worker makes a writer for each
+micro-batch (`streamWriter`), the executors write with it, and another worker commits (`streamWriter`
+again, then `commit(messages, batch_id)`). The transaction is begun when the micro-batch is planned, so
+its files are staged under its id and it spans the batch as a batch write does; each write task's
+commit message carries it to the commit, which resumes it.
+
+Exactly once, as Delta's SetTransaction: every commit carries the application transaction (query id,
+batch id). The query id is the one Spark keeps in the checkpoint (`<checkpointLocation>/metadata`), the
+same for every run of the query. So a batch replayed after a crash between its commit and Spark's commit
+log is skipped as already applied (its staged files removed), and two runs of one query on one
+checkpoint writing the same batch at once meet as ConcurrentTransactionException (conflict-rules D-27);
+the table never holds a batch twice.
+
+Append mode adds the batch's rows (upserts them, on a primary-key table); complete mode replaces the
+table's contents with them (an overwrite per batch). A batch with no rows commits nothing in append
+mode.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from acidtables.core import (
+    AcidTablesError,
+    Catalog,
+    DataFile,
+    InvalidArgumentError,
+    Settings,
+    Storage,
+    Table,
+    TableMetadata,
+    Transaction,
+    location_key,
+)
+
+from .arrow_files import write_rows
+from .schema import check_schema
+from .source_catalog import catalog_from_options, user_facing
+from .source_options import CHECKPOINT_LOCATION, SourceOptions, parse_options
+from .writes import replace_all
+
+logger = logging.getLogger(__name__)
+
+#: the file Spark keeps a query's id in, under its checkpoint location
+QUERY_METADATA = "metadata"
+
+
+@dataclass(frozen=True)
+class StreamTransaction:
+    """A micro-batch's transaction, as it travels from planning through the write tasks to the commit."""
+
+    txn_id: str
+    operation: str
+    read_version: int
+    head_revision: int
+
+    @staticmethod
+    def of(tx: Transaction) -> StreamTransaction:
+        return StreamTransaction(tx.txn_id, tx.operation.value, tx.read_version, tx.head_revision)
+
+    def resume(self, table: Table) -> Transaction:
+        return table.resume(
+            self.txn_id, self.operation, read_version=self.read_version, head_revision=self.head_revision
+        )
+
+
+class StagedBatch(WriterCommitMessage):
+    """What one write task staged, and the transaction it staged it for."""
+
+    def __init__(self, files: list[dict[str, Any]], transaction: dict[str, Any]) -> None:
+        self.files = files
+        self.transaction = transaction
+
+
+def query_id(checkpoint_location: str) -> str:
+    """The id Spark keeps for a streaming query in its checkpoint: every run of the query has it."""
+    found = Storage(checkpoint_location).read_json(QUERY_METADATA)
+    ident = found.get("id") if found else None
+    if not isinstance(ident, str) or not ident:
+        raise AcidTablesError(
+            f"stream into acidtables: {checkpoint_location}/{QUERY_METADATA} holds no query id; Spark writes it "
+            f"when a query starts, so {CHECKPOINT_LOCATION} must be the directory this query was started with"
+        )
+    return ident
+
+
+def check_checkpoint_outside(table: Table, checkpoint_location: str) -> None:
+    """A checkpoint inside a table's location would be taken for the table's own files: maintenance
+    would count it as stray, and a drop would remove it with the table."""
+    table_key, checkpoint_key = location_key(table.metadata.location), location_key(checkpoint_location)
+    if checkpoint_key == table_key or checkpoint_key.startswith(table_key.rstrip("/") + "/"):
+        raise InvalidArgumentError(
+            f"format('acidtables'): option {CHECKPOINT_LOCATION}={checkpoint_location!r} lies inside the location of "
+            f"{table.name} ({table.metadata.location}); keep checkpoints outside every table's location"
+        )
+
+
+def stage_batches(
+    meta: TableMetadata, txn_id: str, batches: list[pa.RecordBatch], *, overwrite: bool
+) -> list[DataFile]:
+    """A write task's rows, staged as Parquet files of transaction `txn_id` (batch and stream writes)."""
+    if not batches:
+        return []
+    return write_rows(meta, Storage(meta.location), txn_id, pa.Table.from_batches(batches), overwrite=overwrite)
+
+
+@dataclass(frozen=True)
+class StreamWriteState:
+    options: dict[str, str]
+    session_settings: Settings | None
+    table: str
+    metadata: dict[str, Any]
+    query_id: str
+    transaction: StreamTransaction
+
+
+class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, state: StreamWriteState, overwrite: bool) -> None:
+        self.state = state
+        self.overwrite = overwrite
+
+    @staticmethod
+    def plan(
+        options: SourceOptions,
+        raw_options: dict[str, str],
+        catalog: Catalog,
+        session_settings: Settings | None,
+        schema: StructType,
+        overwrite: bool,
+    ) -> AcidTablesStreamWriter:
+        """Check the stream against its table before anything is written, and begin the micro-batch's
+        transaction."""
+        assert options.checkpoint_location is not None  # parse_options requires it of a stream's sink
+        table = catalog.table(options.table)
+        check_checkpoint_outside(table, options.checkpoint_location)
+        mode = "complete" if overwrite else "append"
+        check_schema(
+            table.metadata,
+            schema,
+            call=f"writeStream.format('acidtables').outputMode({mode!r}).start({table.name!r})",
+            hint="alter_table(), or write with SparkTable and merge_schema=True",
+        )
+        tx = table.begin("insert_overwrite" if overwrite else "insert_into")
+        state = StreamWriteState(
+            options=raw_options,
+            session_settings=session_settings,
+            table=table.name,
+            metadata=tx.metadata.to_json(),
+            query_id=query_id(options.checkpoint_location),
+            transaction=StreamTransaction.of(tx),
+        )
+        return AcidTablesStreamWriter(state, overwrite)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        meta = TableMetadata.from_json(self.state.metadata)
+        files = stage_batches(meta, self.state.transaction.txn_id, list(iterator), overwrite=self.overwrite)
+        return StagedBatch([f.to_json() for f in files], asdict(self.state.transaction))
+
+    def _catalog(self) -> Catalog:
+        return catalog_from_options(parse_options(self.state.options, "stream_write"), self.state.session_settings)
+
+    @user_facing
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        with self._catalog() as catalog:
+            self.commit_batch(catalog, messages, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        with self._catalog() as catalog:
+            self.abort_batch(catalog, messages)
+
+    def commit_batch(self, catalog: Catalog, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+        """Commit micro-batch `batch_id` once: resume the transaction its tasks staged files for (or, when
+        it ran no task, this writer's own), keyed (query id, batch id)."""
+        staged = [m for m in messages if isinstance(m, StagedBatch)]
+        files = [DataFile.from_json(f) for m in staged for f in m.files]
+        if not files and not self.overwrite:
+            logger.info("%s: micro-batch %d of query %s has no rows", self.state.table, batch_id, self.state.query_id)
+            return
+        carried = StreamTransaction(**staged[0].transaction) if staged else self.state.transaction
+        table = catalog.table(self.state.table)
+        tx = carried.resume(table)
+        tx.set_app_transaction(self.state.query_id, batch_id)
+        if self.overwrite:
+            replace_all(tx)
+        tx.add_files(files)
+        info = tx.commit()
+        if info.skipped:
+            logger.warning(
+                "%s: micro-batch %d of query %s was committed before, at version %d (a replay after a restart); "
+                "this run's files were removed",
+                self.state.table,
+                batch_id,
+                self.state.query_id,
+                info.version,
+            )
+
+    def abort_batch(self, catalog: Catalog, messages: list[WriterCommitMessage | None]) -> None:
+        """Remove what the batch's tasks staged: nothing of it becomes visible."""
+        table = catalog.table(self.state.table)
+        for transaction in {StreamTransaction(**m.transaction) for m in messages if isinstance(m, StagedBatch)}:
+            transaction.resume(table).abort()
+
+
+__all__ = ["AcidTablesStreamWriter", "StagedBatch", "StreamTransaction", "query_id", "stage_batches"]

@@ -3,35 +3,23 @@ commit keyed (query id, batch id)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
+from tests.helpers.streams import SCHEMA, drop_batch, events, query_id
 from tests.helpers.tables import source_options
 
 from acidtables import Catalog
-
-SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
+from acidtables.core import InvalidArgumentError
+from acidtables.spark import SparkTable
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in df.select("id", "dt", "amount").collect())
-
-
-def drop_batch(inbox: Path, name: str, records: list[tuple[int, str, float]]) -> None:
-    """A new file for the file source: one micro-batch of its own (maxFilesPerTrigger=1)."""
-    inbox.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"id": i, "dt": dt, "amount": amount}) for i, dt, amount in records]
-    (inbox / f".{name}.tmp").write_text("\n".join(lines) + "\n")
-    (inbox / f".{name}.tmp").rename(inbox / f"{name}.json")  # whole, or not there
-
-
-def events(spark: SparkSession, inbox: Path) -> DataFrame:
-    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(inbox))
 
 
 def failure_of(query: StreamingQuery) -> str:
@@ -64,15 +52,15 @@ def test_each_micro_batch_is_one_commit_keyed_by_query_and_batch(
     run_available(events(spark, inbox), catalog, "st.events", checkpoint)
 
     table = catalog.table("st.events")
-    query_id = json.loads((checkpoint / "metadata").read_text())["id"]
+    query = query_id(checkpoint)
     commits = [c for c in table.commits(1) if c.app_ids]
-    assert [dict(c.app_ids) for c in commits] == [{query_id: 0}, {query_id: 1}]
+    assert [dict(c.app_ids) for c in commits] == [{query: 0}, {query: 1}]
     read = spark.read.format("acidtables").options(**source_options(catalog)).load("st.events")
     assert rows(read) == [(1, "d1", 1.0), (2, "d2", 2.0), (3, "d1", 3.0)]
 
     drop_batch(inbox, "c", [(4, "d3", 4.0)])  # a restart goes on from the checkpoint
     run_available(events(spark, inbox), catalog, "st.events", checkpoint)
-    assert [dict(c.app_ids) for c in table.commits(1) if c.app_ids][-1] == {query_id: 2}
+    assert [dict(c.app_ids) for c in table.commits(1) if c.app_ids][-1] == {query: 2}
     assert len(rows(spark.read.format("acidtables").options(**source_options(catalog)).load("st.events"))) == 4
 
 
@@ -134,4 +122,106 @@ def test_a_checkpoint_inside_the_table_is_refused(spark: SparkSession, catalog: 
         .start("st.events")
     )
     assert "lies inside the location of st.events" in failure_of(query)
+    assert catalog.table("st.events").version == 0
+
+
+# --- SparkTable's sink: Spark's Parquet writer, the same keys ------------------------------------------
+
+
+def test_spark_table_write_stream_appends_and_completes(spark: SparkSession, catalog: Catalog, tmp_path: Path) -> None:
+    catalog.create_table("st.events", schema=SCHEMA, partition_by=["dt"])
+    catalog.create_table("st.totals", schema="dt STRING, total DOUBLE")
+    inbox = tmp_path / "inbox"
+    drop_batch(inbox, "a", [(1, "d1", 1.0), (2, "d2", 2.0)])
+    drop_batch(inbox, "b", [(3, "d1", 3.0)])
+    events_table = SparkTable(spark, catalog.table("st.events"))
+    query = events_table.write_stream(events(spark, inbox), str(tmp_path / "cp1"), trigger={"availableNow": True})
+    assert query.awaitTermination(240)
+    assert rows(events_table.read()) == [(1, "d1", 1.0), (2, "d2", 2.0), (3, "d1", 3.0)]
+    assert [c.app_ids for c in catalog.table("st.events").commits(1)] == [
+        {query_id(tmp_path / "cp1"): 0},
+        {query_id(tmp_path / "cp1"): 1},
+    ]
+    totals = events(spark, inbox).groupBy("dt").sum("amount").withColumnRenamed("sum(amount)", "total")
+    totals_table = SparkTable(spark, catalog.table("st.totals"))
+    done = totals_table.write_stream(
+        totals, str(tmp_path / "cp2"), output_mode="complete", trigger={"availableNow": True}
+    )
+    assert done.awaitTermination(240)
+    assert sorted(tuple(r) for r in totals_table.read().collect()) == [("d1", 4.0), ("d2", 2.0)]
+
+
+def test_spark_table_write_stream_refuses_what_it_cannot_do(
+    spark: SparkSession, catalog: Catalog, tmp_path: Path
+) -> None:
+    catalog.create_table("st.events", schema=SCHEMA)
+    t = SparkTable(spark, catalog.table("st.events"))
+    drop_batch(tmp_path / "inbox", "a", [(1, "d1", 1.0)])
+    stream = events(spark, tmp_path / "inbox")
+    with pytest.raises(InvalidArgumentError, match="expected a streaming DataFrame"):
+        t.write_stream(spark.createDataFrame([(1, "d", 1.0)], SCHEMA), str(tmp_path / "cp"))
+    with pytest.raises(InvalidArgumentError, match="output_mode='update' is not one of append, complete"):
+        t.write_stream(stream, str(tmp_path / "cp"), output_mode="update")
+    inside = str(Path(catalog.table("st.events").metadata.location) / "cp")
+    with pytest.raises(InvalidArgumentError, match=r"lies inside the location of st\.events"):
+        t.write_stream(stream, inside)
+    with pytest.raises(InvalidArgumentError, match="does not match the table"):
+        t.write_stream(stream.drop("amount"), str(tmp_path / "cp"))
+    assert catalog.table("st.events").version == 0
+    assert not (tmp_path / "cp").exists()  # no query was started
+
+
+# --- idempotent batch writes: Delta's txnAppId / txnVersion ---------------------------------------------
+
+
+def test_a_write_keyed_by_application_and_version_is_applied_once(spark: SparkSession, catalog: Catalog) -> None:
+    catalog.create_table("st.events", schema=SCHEMA)
+    table = catalog.table("st.events")
+    t = SparkTable(spark, table)
+    batch = spark.createDataFrame([(1, "d1", 1.0)], SCHEMA)
+    first = t.insert_into(batch, txn_app_id="nightly", txn_version=7)
+    again = t.insert_into(batch, txn_app_id="nightly", txn_version=7)
+    older = t.insert_overwrite(batch, txn_app_id="nightly", txn_version=6)
+    assert (again.skipped, again.version, older.skipped, older.version) == (True, first.version, True, first.version)
+    assert table.version == first.version  # no version for a repeat
+    staged = [p for p in Path(table.metadata.location).rglob("*.parquet")]
+    assert len(staged) == 1  # and no file written for it
+
+    def write(version: int, mode: str = "append") -> None:
+        batch.write.format("acidtables").options(**source_options(catalog)).option("txnAppId", "nightly").option(
+            "txnVersion", version
+        ).mode(mode).save("st.events")
+
+    write(7)
+    write(5, "overwrite")
+    assert table.version == first.version
+    write(8)
+    assert rows(t.read()) == [(1, "d1", 1.0), (1, "d1", 1.0)]
+    assert table.commits(table.version)[0].app_ids == {"nightly": 8}
+    assert len(list(Path(table.metadata.location).rglob("*.parquet"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"txnAppId": "a"}, "option txnAppId needs txnVersion too"),
+        ({"txnVersion": "1"}, "option txnVersion needs txnAppId too"),
+        ({"txnAppId": " ", "txnVersion": "1"}, "option txnAppId=' ' is empty"),
+        ({"txnAppId": "a", "txnVersion": "-1"}, "option txnVersion='-1' is not a version of the application"),
+    ],
+)
+def test_bad_idempotency_options_are_refused(
+    spark: SparkSession, catalog: Catalog, options: dict[str, str], message: str
+) -> None:
+    catalog.create_table("st.events", schema=SCHEMA)
+    batch = spark.createDataFrame([(1, "d1", 1.0)], SCHEMA)
+    with pytest.raises(Exception, match=message):
+        batch.write.format("acidtables").options(**source_options(catalog)).options(**options).mode("append").save(
+            "st.events"
+        )
+    t = SparkTable(spark, catalog.table("st.events"))
+    with pytest.raises(InvalidArgumentError, match="txn_version must be a whole number"):
+        t.insert_into(batch, txn_app_id="a", txn_version=-1)
+    with pytest.raises(InvalidArgumentError, match="txn_app_id must name the application"):
+        t.insert_into(batch, txn_version=1)
     assert catalog.table("st.events").version == 0

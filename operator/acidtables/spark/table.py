@@ -15,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from acidtables.core import CommitInfo, InvalidArgumentError, Table, TimeLike
 
-from . import compaction, modify, reads, writes
+from . import compaction, modify, reads, stream_batches, writes
 from .datasource import register
 from .merge import MergeBuilder
 from .prepared import Prepared
@@ -58,15 +59,53 @@ class SparkTable:
     # (two-phase: prepare, then commit); the overloads let a type checker see which one a call returns.
 
     @overload
-    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: Literal[True] = ...) -> CommitInfo: ...
+    def insert_into(
+        self,
+        df: DataFrame,
+        *,
+        merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
+        commit: Literal[True] = ...,
+    ) -> CommitInfo: ...
     @overload
-    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: Literal[False]) -> Prepared: ...
+    def insert_into(
+        self,
+        df: DataFrame,
+        *,
+        merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
+        commit: Literal[False],
+    ) -> Prepared: ...
     @overload
-    def insert_into(self, df: DataFrame, *, merge_schema: bool = ..., commit: bool) -> Result: ...
+    def insert_into(
+        self,
+        df: DataFrame,
+        *,
+        merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
+        commit: bool,
+    ) -> Result: ...
 
-    def insert_into(self, df: DataFrame, *, merge_schema: bool = False, commit: bool = True) -> Result:
+    def insert_into(
+        self,
+        df: DataFrame,
+        *,
+        merge_schema: bool = False,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
+        commit: bool = True,
+    ) -> Result:
+        """Append `df` (upsert it, on a primary-key table). With `txn_app_id` and `txn_version` (Delta's
+        txnAppId/txnVersion) the write is applied once: a repeat of a version the table already has
+        writes nothing and returns a skipped CommitInfo naming the version that holds it."""
         df = self._check_df(df, "insert_into")
-        return _finish(writes.insert_into(self.table, df, merge_schema=merge_schema), commit)
+        prepared = writes.insert_into(
+            self.table, df, merge_schema=merge_schema, txn_app_id=txn_app_id, txn_version=txn_version
+        )
+        return _finish(prepared, commit)
 
     @overload
     def insert_overwrite(
@@ -77,6 +116,8 @@ class SparkTable:
         dynamic: bool = ...,
         replace_where: str | None = ...,
         merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
         commit: Literal[True] = ...,
     ) -> CommitInfo: ...
     @overload
@@ -88,6 +129,8 @@ class SparkTable:
         dynamic: bool = ...,
         replace_where: str | None = ...,
         merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
         commit: Literal[False],
     ) -> Prepared: ...
     @overload
@@ -99,6 +142,8 @@ class SparkTable:
         dynamic: bool = ...,
         replace_where: str | None = ...,
         merge_schema: bool = ...,
+        txn_app_id: str | None = ...,
+        txn_version: int | None = ...,
         commit: bool,
     ) -> Result: ...
 
@@ -110,10 +155,13 @@ class SparkTable:
         dynamic: bool = False,
         replace_where: str | None = None,
         merge_schema: bool = False,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
         commit: bool = True,
     ) -> Result:
         """Replace the whole table, one static `partition`, the partitions `df` has rows in (`dynamic`),
-        or the rows `replace_where` selects (Delta's replaceWhere: every row of `df` must satisfy it)."""
+        or the rows `replace_where` selects (Delta's replaceWhere: every row of `df` must satisfy it).
+        `txn_app_id`/`txn_version` make it idempotent, as for insert_into."""
         df = self._check_df(df, "insert_overwrite")
         prepared = writes.insert_overwrite(
             self.table,
@@ -122,6 +170,8 @@ class SparkTable:
             dynamic=dynamic,
             replace_where=replace_where,
             merge_schema=merge_schema,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
         )
         return _finish(prepared, commit)
 
@@ -197,6 +247,22 @@ class SparkTable:
 
     def cluster(self, by: Sequence[str], *, where: str | None = None, commit: bool = True) -> Result:
         return _finish(compaction.cluster(self.spark, self.table, by, where=where), commit)
+
+    def write_stream(
+        self,
+        df: DataFrame,
+        checkpoint_location: str,
+        *,
+        output_mode: str = "append",
+        trigger: Mapping[str, Any] | None = None,
+        query_name: str | None = None,
+    ) -> StreamingQuery:
+        """Start a streaming query that writes each micro-batch of `df` with Spark's Parquet writer and
+        commits it once, keyed (query id, batch id): append mode appends (upserts, on a primary-key
+        table), complete mode overwrites. `trigger` takes DataStreamWriter.trigger's keywords."""
+        return stream_batches.write_stream(
+            self.table, df, checkpoint_location, output_mode=output_mode, trigger=trigger, query_name=query_name
+        )
 
     # --- reads ---------------------------------------------------------------------------------------
 

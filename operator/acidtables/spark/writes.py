@@ -73,9 +73,36 @@ def replace_all(tx: Transaction) -> None:
     tx.set_scope(None)
 
 
-def insert_into(table: Table, df: DataFrame, *, merge_schema: bool = False) -> Prepared:
+def idempotent(tx: Transaction, app_id: str | None, version: int | None, method: str) -> Prepared | None:
+    """Delta's txnAppId/txnVersion: key the write (app id, version), applied at most once (D-27). When the
+    table has it already, the write is skipped before anything is written: the Prepared returned
+    commits as skipped (CommitInfo.skipped, with the version that holds it)."""
+    if app_id is None and version is None:
+        return None
+    if not isinstance(app_id, str) or not app_id.strip():
+        raise InvalidArgumentError(f"{method}(): txn_app_id must name the application (a non-empty string)")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InvalidArgumentError(f"{method}(): txn_version must be a whole number 0 or more, found {version!r}")
+    tx.set_app_transaction(app_id, version)
+    applied = tx.applied_at(app_id, version)
+    if applied is None:
+        return None
+    return Prepared(tx, {"files_written": 0, "already_applied_at": applied})
+
+
+def insert_into(
+    table: Table,
+    df: DataFrame,
+    *,
+    merge_schema: bool = False,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+) -> Prepared:
     tx = table.begin("insert_into")
     with preparing(tx):
+        repeat = idempotent(tx, txn_app_id, txn_version, "insert_into")
+        if repeat is not None:
+            return repeat
         record_source_reads(df, tx)  # an insert that read its own table is not a blind append (INS-R)
         rows = prepare_rows(df, tx, method="insert_into", merge_schema=merge_schema)
         files = write_staged(rows, tx, kind=file_kind(tx.metadata, overwrite=False))
@@ -114,6 +141,8 @@ def insert_overwrite(
     dynamic: bool = False,
     replace_where: str | None = None,
     merge_schema: bool = False,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
 ) -> Prepared:
     """Replace the whole table, one static partition, (dynamic) the partitions present in `df`, or the
     rows `replace_where` selects."""
@@ -121,9 +150,14 @@ def insert_overwrite(
     if sum((partition is not None, bool(dynamic), replace_where is not None)) > 1:
         raise InvalidArgumentError(f"{method}(): give one of partition=, dynamic=True and replace_where=")
     if replace_where is not None:
-        return _replace_where(table, df, replace_where, merge_schema=merge_schema)
+        return _replace_where(
+            table, df, replace_where, merge_schema=merge_schema, txn_app_id=txn_app_id, txn_version=txn_version
+        )
     tx = table.begin("insert_overwrite")
     with preparing(tx):
+        repeat = idempotent(tx, txn_app_id, txn_version, method)
+        if repeat is not None:
+            return repeat
         record_source_reads(df, tx)
         meta = tx.metadata
         if (partition is not None or dynamic) and not meta.partition_by:
@@ -158,7 +192,15 @@ def insert_overwrite(
     return Prepared(tx, {"files_written": len(files), "partitions": targets})
 
 
-def _replace_where(table: Table, df: DataFrame, predicate: str, *, merge_schema: bool) -> Prepared:
+def _replace_where(
+    table: Table,
+    df: DataFrame,
+    predicate: str,
+    *,
+    merge_schema: bool,
+    txn_app_id: str | None,
+    txn_version: int | None,
+) -> Prepared:
     """Delta's replaceWhere: delete the rows `predicate` selects and insert `df`, whose every row must
     satisfy it (DELTA_REPLACE_WHERE_MISMATCH otherwise, and nothing is committed). The conflict rules
     judge what the commit holds: the predicate's read and removals, and an insert."""
@@ -167,6 +209,9 @@ def _replace_where(table: Table, df: DataFrame, predicate: str, *, merge_schema:
         raise InvalidArgumentError(f"{method}(): replace_where must be a SQL condition such as \"dt >= '2026-11-01'\"")
     tx = table.begin("insert_overwrite")
     with preparing(tx):
+        repeat = idempotent(tx, txn_app_id, txn_version, method)
+        if repeat is not None:
+            return repeat
         record_source_reads(df, tx)
         meta = tx.metadata
         if meta.primary_key:

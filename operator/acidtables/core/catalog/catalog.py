@@ -21,6 +21,7 @@ from typing import Any, TypedDict, Unpack
 
 from acidtables.core.catalog.table import Table
 from acidtables.core.coordination.coordinator import Coordinator
+from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -398,6 +399,30 @@ class Catalog:
     def table(self, name: str) -> Table:
         _, _, entry = self._entry(name, "table")
         return Table(self.services, entry["table_id"], entry["name"], entry["location"])
+
+    def wait_for_table(self, name: str, timeout_seconds: float = 300.0) -> Table:
+        """The table `name`, once it exists. For a job deployed together with its table (one `kubectl
+        apply` of both): the operator creates the table in the catalog a moment after the job's pod may
+        have started. TableNotFoundError naming the wait when it does not appear within `timeout_seconds`."""
+        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds < 0:
+            raise InvalidArgumentError(f"wait_for_table(): timeout_seconds must be 0 or more, found {timeout_seconds!r}")
+        found: list[Table] = []
+
+        def exists() -> bool:
+            try:
+                found.append(self.table(name))
+            except TableNotFoundError:
+                return False
+            return True
+
+        try:
+            wait_for(exists, timeout_seconds, interval_seconds=0.5)
+        except TimeoutError:
+            raise TableNotFoundError(
+                f"wait_for_table(): no table {name} after {timeout_seconds:g} s; list_tables() shows what exists "
+                "(an AcidTable becomes a table once the operator has reconciled it: kubectl describe acidtable)"
+            ) from None
+        return found[-1]
 
     def list_tables(self, namespace: str | None = None) -> list[str]:
         if namespace is not None and not IDENTIFIER.match(namespace):

@@ -3,6 +3,7 @@ commit keyed (query id, batch id)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from tests.helpers.streams import SCHEMA, drop_batch, events, query_id
 from tests.helpers.tables import source_options
 
 from acidtables import Catalog
-from acidtables.core import InvalidArgumentError
+from acidtables.core import InvalidArgumentError, TableNotFoundError
 from acidtables.spark import SparkTable
 
 
@@ -225,3 +226,20 @@ def test_bad_idempotency_options_are_refused(
     with pytest.raises(InvalidArgumentError, match="txn_app_id must name the application"):
         t.insert_into(batch, txn_version=1)
     assert catalog.table("st.events").version == 0
+
+
+# --- a job deployed together with its table -------------------------------------------------------------
+
+
+def test_wait_for_table_returns_the_table_once_it_is_created(catalog: Catalog) -> None:
+    with pytest.raises(TableNotFoundError, match=r"no table st\.later after 0 s"):
+        catalog.wait_for_table("st.later", timeout_seconds=0)
+    creator = threading.Timer(0.3, lambda: catalog.create_table("st.later", schema=SCHEMA))
+    creator.start()  # the operator, a moment after the job's pod started
+    try:
+        table = catalog.wait_for_table("st.later", timeout_seconds=30)
+    finally:
+        creator.join()
+    assert table.name == "st.later" and table.version == 0
+    with pytest.raises(InvalidArgumentError, match="timeout_seconds must be 0 or more"):
+        catalog.wait_for_table("st.later", timeout_seconds=-1)

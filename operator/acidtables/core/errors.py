@@ -105,6 +105,22 @@ class VersionExpiredError(VersionNotFoundError):
         self.oldest_version = oldest_version
 
 
+class StreamStoppedError(AcidTablesError):
+    """A stream reading a table met a commit it cannot deliver as appended rows: one that rewrites or
+    removes rows (UPDATE, DELETE, MERGE, overwrite), or one that changes the schema. The rows of the
+    versions before it were delivered; the message says which source option passes over such commits,
+    or that a restart from the same checkpoint continues with the new schema."""
+
+    def __init__(self, message: str, *, table: str, version: int, operation: str) -> None:
+        super().__init__(message)
+        #: the table's name
+        self.table = table
+        #: the version the stream stopped at (nothing of it was delivered)
+        self.version = version
+        #: that version's operation, as history prints it (UPDATE, ALTER, ...)
+        self.operation = operation
+
+
 class TransactionClosedError(AcidTablesError):
     """The transaction was already committed or aborted."""
 

@@ -596,8 +596,9 @@ class AcidTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return start if end == begin else self._offset(end)
 
     def _budget(self, limit: ReadLimit) -> _Budget | None:
-        """What a micro-batch admits under Spark's limit: all there is for ReadAllAvailable (Trigger.Once,
-        or AvailableNow), else the options' limits with Spark's in place of the one it names."""
+        """What a micro-batch admits under Spark's limit: all there is for ReadAllAvailable (Trigger.Once),
+        else the options' limits with Spark's in place of the one it names (Trigger.AvailableNow passes
+        getDefaultReadLimit's, so it too runs batches of maxFilesPerTrigger, as Delta's source does)."""
         if isinstance(limit, ReadAllAvailable):
             return None
         stream = self.options.stream

@@ -14,7 +14,7 @@ from tests.helpers.tables import source_options
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
-from acidtables.spark.datasource import OPEN_COST_BYTES, TASK_BYTES, _packed
+from acidtables.spark.datasource import OPEN_COST_BYTES, TASK_BYTES, packed_tasks
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
 options = source_options
@@ -222,9 +222,9 @@ def test_files_are_packed_into_tasks_as_spark_packs_its_scans() -> None:
     mb = 1 << 20
     sizes = [300 * mb, 100 * mb, 20 * mb, *([1024] * 40), 2 * mb]
     entries = [{"path": f"f{i}", "size_bytes": size} for i, size in enumerate(sizes)]
-    tasks = _packed(entries)
+    tasks = packed_tasks(entries)
     assert [e for task in tasks for e in task] == entries  # every file once, in order
     assert [len(t) for t in tasks] == [1, 2, 31, 10]  # 100 MB + 20 MB, then 31 tiny files (4 MB each)
     for task in tasks:
         assert len(task) == 1 or sum(e["size_bytes"] + OPEN_COST_BYTES for e in task) <= TASK_BYTES
-    assert _packed([]) == [[]]
+    assert packed_tasks([]) == [[]]

@@ -22,7 +22,7 @@ from tests.jobs import assert_invariants
 from tests.spark_jobs import Job, comp, ins, make, rows
 
 from acidtables import Catalog
-from acidtables.spark import SparkTable, writes
+from acidtables.spark import SparkTable, files, writes
 
 STREAMED = [(100, "a", 1.0), (101, "b", 2.0)]
 INSERTED = [(50, "a", 5.0)]
@@ -45,7 +45,7 @@ CASES: list[Any] = [
 def between_staging_and_commit(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """Jobs to run (once each) when a write has staged its files and not yet committed."""
     pending: list[Any] = []
-    staged = writes.write_staged
+    staged = files.write_staged
 
     def staging_then_jobs(*args: Any, **kwargs: Any) -> Any:
         files = staged(*args, **kwargs)

@@ -437,17 +437,7 @@ def test_a_delete_on_a_primary_key_table_stops_the_stream_unless_ignore_deletes(
     [
         ({"maxFilesPerTrigger": "0"}, "option maxFilesPerTrigger='0' is not a number of files"),
         ({"maxBytesPerTrigger": "lots"}, "option maxBytesPerTrigger='lots' is not a size"),
-        pytest.param(
-            {"versionAsOf": "1"},
-            "a stream starts where startingVersion or startingTimestamp says",
-            id="version-as-of",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="datasource.streamReader parses the options before the reader exists, and PySpark 4.3's "
-                "streaming worker shows only an UnboundLocalError for that; AcidTablesStreamReader.from_options "
-                "defers the error to the first call (test_from_options_defers_a_refused_option)",
-            ),
-        ),
+        ({"versionAsOf": "1"}, "a stream starts where startingVersion or startingTimestamp says"),
         ({"readChangeFeed": "true"}, "readChangeFeed=true is not available on a stream's source yet"),
     ],
     ids=["zero-files", "bytes-not-a-size", "version-as-of", "change-feed"],

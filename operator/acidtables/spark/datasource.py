@@ -151,7 +151,7 @@ class AcidTablesDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream_source import AcidTablesStreamReader
 
-        return AcidTablesStreamReader(parse_options(self.options, "stream_read"), self.session_settings, schema)
+        return AcidTablesStreamReader.from_options(self.options, self.session_settings, schema)
 
     @user_facing
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
@@ -233,7 +233,7 @@ class AcidTablesReader(DataSourceReader):
         if not entries:
             return [_Files([])]
         if not meta.primary_key:
-            return [_Files(task) for task in _packed(entries)]
+            return [_Files(task) for task in packed_tasks(entries)]
         # merge-on-read needs every file of a table partition in one reader task
         groups: dict[str, list[dict[str, Any]]] = {}
         for f in entries:
@@ -255,7 +255,7 @@ TASK_BYTES = 128 << 20
 OPEN_COST_BYTES = 4 << 20
 
 
-def _packed(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def packed_tasks(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Files in tasks of up to TASK_BYTES, each file counted with OPEN_COST_BYTES more."""
     tasks: list[list[dict[str, Any]]] = []
     current: list[dict[str, Any]] = []

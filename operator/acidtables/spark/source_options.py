@@ -114,8 +114,9 @@ class StreamReadOptions:
     """How a stream reads a table (Delta's names): where it starts, how much each micro-batch admits,
     and which commits it passes over instead of stopping."""
 
-    #: files admitted per micro-batch (Delta's default 1000); a micro-batch always admits one at least
-    max_files_per_trigger: int = DEFAULT_MAX_FILES_PER_TRIGGER
+    #: files admitted per micro-batch: Delta's default 1000, unless only maxBytesPerTrigger is given
+    #: (None: no bound of that kind); a micro-batch always admits one at least
+    max_files_per_trigger: int | None = DEFAULT_MAX_FILES_PER_TRIGGER
     #: bytes admitted per micro-batch (a soft limit: the file that crosses it is admitted); None: no limit
     max_bytes_per_trigger: int | None = None
     #: read the changes from this ID version on, without the table's contents before it; "latest": from
@@ -251,6 +252,8 @@ def _stream_options(own: Mapping[str, str]) -> StreamReadOptions:
         max_files_per_trigger=(
             _whole(MAX_FILES_PER_TRIGGER, own[MAX_FILES_PER_TRIGGER], "a number of files", minimum=1)
             if MAX_FILES_PER_TRIGGER in own
+            else None
+            if MAX_BYTES_PER_TRIGGER in own  # Delta: a byte limit alone is the only limit
             else DEFAULT_MAX_FILES_PER_TRIGGER
         ),
         max_bytes_per_trigger=(

@@ -72,10 +72,11 @@ from acidtables.core import (
 )
 
 from .arrow_files import read_rows
-from .datasource import OPEN_COST_BYTES, _packed
+from .datasource import OPEN_COST_BYTES, packed_tasks
 from .schema import read_struct
 from .source_catalog import catalog_from_options, user_facing
 from .source_options import (
+    DEFAULT_MAX_FILES_PER_TRIGGER,
     FAIL_ON_DATA_LOSS,
     IGNORE_DELETES,
     READ_CHANGE_FEED,
@@ -187,12 +188,12 @@ def _entry(file: DataFile) -> dict[str, Any]:
 
 
 def _tasks(units: Sequence[_Unit]) -> list[list[_Unit]]:
-    """Units in reader tasks as the batch reader packs its files (datasource._packed), each unit weighing
+    """Units in reader tasks as the batch reader packs its files (datasource.packed_tasks), each unit weighing
     what its files do together."""
     if not units:
         return []
     entries = [{"size_bytes": u.size_bytes + OPEN_COST_BYTES * (len(u.files) - 1), "unit": u} for u in units]
-    return [[entry["unit"] for entry in task] for task in _packed(entries)]
+    return [[entry["unit"] for entry in task] for task in packed_tasks(entries)]
 
 
 def _columns(struct: StructType) -> str:
@@ -583,7 +584,10 @@ class AcidTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         return self._offset(self.planner.initial())
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxFiles(self.options.stream.max_files_per_trigger)
+        stream = self.options.stream
+        if stream.max_files_per_trigger is None and stream.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(stream.max_bytes_per_trigger)
+        return ReadMaxFiles(stream.max_files_per_trigger or DEFAULT_MAX_FILES_PER_TRIGGER)
 
     @user_facing
     def prepareForTriggerAvailableNow(self) -> None:

@@ -56,6 +56,7 @@ def _close_open_catalogs() -> None:
         except Exception:  # the process is ending: what could not be closed ends with it
             logger.debug("closing a catalog at exit failed", exc_info=True)
 
+
 #: file under a local data directory naming the embedded etcd that serves it (Catalog.local, `acidtables etcd`)
 LOCAL_ETCD_MARKER = "etcd-endpoint.json"
 
@@ -405,7 +406,9 @@ class Catalog:
         apply` of both): the operator creates the table in the catalog a moment after the job's pod may
         have started. TableNotFoundError naming the wait when it does not appear within `timeout_seconds`."""
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds < 0:
-            raise InvalidArgumentError(f"wait_for_table(): timeout_seconds must be 0 or more, found {timeout_seconds!r}")
+            raise InvalidArgumentError(
+                f"wait_for_table(): timeout_seconds must be 0 or more, found {timeout_seconds!r}"
+            )
         found: list[Table] = []
 
         def exists() -> bool:

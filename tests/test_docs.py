@@ -29,6 +29,7 @@ RUN_BY = {
     "docs/python-api.md#python-1": "tests/test_docs.py::test_the_connect_example_lists_the_configured_tables",
     "docs/sql.md#python-0": "tests/test_sql.py::test_the_sql_pages_example_runs_as_written",
     "docs/spark.md#python-0": "tests/test_spark_operations.py::test_the_spark_pages_merge_runs_as_written",
+    "docs/streaming.md#python-0": "tests/test_stream_sink.py::test_the_streaming_pages_example_runs_as_written",
     "docs/metrics.md#python-0": "tests/test_docs.py::test_the_metrics_example_exposes_the_commit_counters",
     "docs/retention.md#python-0": "tests/test_docs.py::test_the_retention_example_keeps_what_its_duration_covers",
     "docs/repair.md#python-0": "tests/test_docs.py::test_the_repair_example_removes_the_missing_file_in_one_version",

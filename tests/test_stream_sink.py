@@ -3,6 +3,8 @@ commit keyed (query id, batch id)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,12 +13,13 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
+from tests.helpers import docs
 from tests.helpers.streams import SCHEMA, drop_batch, events, query_id
 from tests.helpers.tables import source_options
 
 from acidtables import Catalog
 from acidtables.core import InvalidArgumentError, TableNotFoundError
-from acidtables.spark import SparkTable
+from acidtables.spark import SparkTable, use_catalog
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -243,3 +246,16 @@ def test_wait_for_table_returns_the_table_once_it_is_created(catalog: Catalog) -
     assert table.name == "st.later" and table.version == 0
     with pytest.raises(InvalidArgumentError, match="timeout_seconds must be 0 or more"):
         catalog.wait_for_table("st.later", timeout_seconds=-1)
+
+
+def test_the_streaming_pages_example_runs_as_written(spark: SparkSession, catalog: Catalog, tmp_path: Path) -> None:
+    block = docs.block("docs/streaming.md", "python")
+    use_catalog(spark, catalog)  # what local_session(catalog=catalog) does
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(block.code, block.name, "exec"), {"spark": spark, "catalog": catalog, "home": str(tmp_path)})
+    finally:
+        use_catalog(spark, None)
+    shown = docs.block("docs/streaming.md", "text").code
+    assert printed.getvalue() == shown, printed.getvalue()

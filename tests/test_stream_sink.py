@@ -259,3 +259,17 @@ def test_the_streaming_pages_example_runs_as_written(spark: SparkSession, catalo
         use_catalog(spark, None)
     shown = docs.block("docs/streaming.md", "text").code
     assert printed.getvalue() == shown, printed.getvalue()
+
+
+def test_the_demos_stream_part_commits_each_batch_once_and_delivers_each_row_once(
+    spark: SparkSession, catalog: Catalog, tmp_path: Path
+) -> None:
+    from acidtables.cli.demo.streams import stream_tour
+
+    tour = stream_tour(spark, catalog, tmp_path)
+    assert tour.batches_in == ((0, 1), (1, 2), (2, 3))
+    assert tour.batches_out == ((0, 10), (1, 10), (2, 10))
+    assert (tour.compaction_version, tour.files_before, tour.files_after) == (4, 3, 1)
+    assert tour.restarted_in == ((3, 5),) and tour.restarted_out == ((3, 10),)
+    assert tour.rows_once
+    assert "every row once" in tour.to_text() and tour.to_json()["batches_in"][0] == [0, 1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from acidtables.core import Catalog, Operation
@@ -20,6 +21,7 @@ from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
 from .scenarios import INITIAL_LOAD, POLICIES, SCHEMA, SPARK_SCENARIOS, TIME_TRAVEL_POLICY, Job, PolicySpec, Scenario
 from .sql import sql_tour
+from .streams import stream_tour
 from .views import Compaction, DemoResult, ScenarioResult, commit_in_order, time_travel
 
 INTERLEAVING = "Each pair overlaps: E and L both run their Spark job (staged, not visible), E commits, then L."
@@ -96,9 +98,10 @@ def run_spark_demo(
             compaction = _trickle_and_compact(spark, travel_table, ids)
             travel = time_travel(travel_table.table, since)
             tour = sql_tour(spark, catalog)
+            streams = stream_tour(spark, catalog, Path(home))
     finally:
         stop_session(spark)
-    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, time.monotonic() - started, tour)
+    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, time.monotonic() - started, tour, streams)
 
 
 def _trickle_and_compact(spark: Any, target: SparkTable, ids: Iterator[int]) -> Compaction:

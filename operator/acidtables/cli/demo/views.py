@@ -207,6 +207,8 @@ class DemoResult:
     seconds: float | None = None
     #: the Spark demo's SQL part (an acidtables.cli.demo.sql.SqlTour); anything with to_json / to_text
     sql: Any = None
+    #: the Spark demo's streams (an acidtables.cli.demo.streams.StreamTour); anything with to_json / to_text
+    streams: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -217,6 +219,8 @@ class DemoResult:
             out["compaction"] = self.compaction.to_json()
         if self.sql is not None:
             out["sql"] = self.sql.to_json()
+        if self.streams is not None:
+            out["streams"] = self.streams.to_json()
         if self.seconds is not None:
             out["seconds"] = round(self.seconds, 1)
         return out
@@ -228,6 +232,8 @@ class DemoResult:
         lines.append(self.time_travel.to_text())
         if self.sql is not None:
             lines += ["", self.sql.to_text()]
+        if self.streams is not None:
+            lines += ["", self.streams.to_text()]
         if self.seconds is not None:
             lines += ["", f"Done in {self.seconds:.0f} s."]
         return "\n".join(lines)

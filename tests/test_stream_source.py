@@ -438,9 +438,8 @@ def test_a_delete_on_a_primary_key_table_stops_the_stream_unless_ignore_deletes(
         ({"maxFilesPerTrigger": "0"}, "option maxFilesPerTrigger='0' is not a number of files"),
         ({"maxBytesPerTrigger": "lots"}, "option maxBytesPerTrigger='lots' is not a size"),
         ({"versionAsOf": "1"}, "a stream starts where startingVersion or startingTimestamp says"),
-        ({"readChangeFeed": "true"}, "readChangeFeed=true is not available on a stream's source yet"),
     ],
-    ids=["zero-files", "bytes-not-a-size", "version-as-of", "change-feed"],
+    ids=["zero-files", "bytes-not-a-size", "version-as-of"],
 )
 def test_a_stream_given_a_bad_option_fails_naming_it(
     spark: SparkSession,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -68,18 +68,19 @@ from acidtables.core import (
     VersionExpiredError,
     VersionNotFoundError,
     check_files_exist,
+    in_partitions,
     read_retention,
 )
 
 from .arrow_files import read_rows
+from .change_feed import INSERT, CommitChange, change_rows, labelled
 from .datasource import OPEN_COST_BYTES, packed_tasks
-from .schema import read_struct
+from .schema import change_feed_struct, read_struct
 from .source_catalog import catalog_from_options, user_facing
 from .source_options import (
     DEFAULT_MAX_FILES_PER_TRIGGER,
     FAIL_ON_DATA_LOSS,
     IGNORE_DELETES,
-    READ_CHANGE_FEED,
     SKIP_CHANGE_COMMITS,
     STARTING_TIMESTAMP,
     STARTING_VERSION,
@@ -132,14 +133,27 @@ class Position:
 
 @dataclass(frozen=True)
 class _Unit:
-    """Files admitted and read together (see the module docstring)."""
+    """Files admitted and read together (see the module docstring). In a change feed, a unit of a
+    version's changes is the whole commit (`change`; its files are what it added and removed), and a
+    unit of the initial snapshot reads as inserts at the snapshot's version and time (`inserts_at`)."""
 
     version: int
     files: tuple[DataFile, ...]
+    change: CommitChange | None = None
+    inserts_at: int | None = None
 
     @property
     def size_bytes(self) -> int:
         return sum(f.size_bytes for f in self.files)
+
+    def task_group(self) -> dict[str, Any]:
+        """What a reader task needs of the unit (executors read it without etcd)."""
+        if self.change is not None:
+            return {"change": self.change.to_json()}
+        group: dict[str, Any] = {"files": [_entry(f) for f in self.files]}
+        if self.inserts_at is not None:
+            group["inserts_at"] = [self.version, self.inserts_at]
+        return group
 
 
 @dataclass(frozen=True)
@@ -177,7 +191,7 @@ class _Batch:
 class _StreamTask(InputPartition):
     """One reader task: groups of files (each a unit, read together), and the metadata to read them with."""
 
-    def __init__(self, metadata: dict[str, Any], groups: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, metadata: dict[str, Any], groups: list[dict[str, Any]]) -> None:
         super().__init__(groups)
         self.metadata = metadata
         self.groups = groups
@@ -218,6 +232,9 @@ class _Planner:
         #: stream's (files written under an older schema read their missing columns as NULL)
         self.meta = head.metadata
         self.metadata_json = head.metadata.to_json()
+        self.change_feed = options.stream.read_change_feed
+        #: the table's columns of the stream's schema (a change feed's has the change columns after them)
+        self.table_schema = read_struct(self.meta)
         #: metadata changes up to here are history the stream's schema already has; later ones that change
         #: the schema stop the stream
         self.started_at = head.version
@@ -226,7 +243,7 @@ class _Planner:
         self.pinned_head: int | None = None
         self._snapshot: tuple[int, list[_Unit]] | None = None
         self._planned: tuple[Position, Position, list[_Unit]] | None = None
-        if read_struct(self.meta) != schema:
+        if (change_feed_struct(self.table_schema) if self.change_feed else self.table_schema) != schema:
             self.catalog.close()
             raise InvalidArgumentError(
                 f"format('acidtables'): the stream of {self.meta.name} was defined with columns ({_columns(schema)}), "
@@ -338,8 +355,11 @@ class _Planner:
     def _snapshot_units(self, version: int) -> list[_Unit]:
         if self._snapshot is None or self._snapshot[0] != version:
             self._snapshot = None  # one snapshot's units at a time
-            files = self.table.snapshot(version=version).files
-            self._snapshot = (version, self._units(version, files))
+            snapshot = self.table.snapshot(version=version)
+            units = self._units(version, snapshot.files)
+            if self.change_feed:  # Delta's change feed starts with the snapshot's rows as inserts
+                units = [replace(u, inserts_at=snapshot.time_version or 0) for u in units]
+            self._snapshot = (version, units)
         return self._snapshot[1]
 
     def _take_snapshot(self, start: Position, until: Position | None, batch: _Batch) -> Position | None:
@@ -380,6 +400,8 @@ class _Planner:
             stop = self._schema_stop(record)
         elif not self._changes_data(record):
             return []
+        elif self.change_feed:  # every data change is delivered, as change rows
+            return [self._change_unit(record)]
         else:
             rewrite = self._rewrite(record)
             if rewrite is None:
@@ -391,12 +413,28 @@ class _Planner:
             return None
         raise stop
 
+    def _change_unit(self, record: CommitRecord) -> _Unit:
+        """A change feed's unit of one data commit; on a primary-key table with the previous version's
+        files of the partitions it touched, which its changes are worked out against."""
+        added = tuple(f for f in record.adds if f.data_change)
+        removed = tuple(f for f in record.removes if f.data_change)
+        prior: tuple[DataFile, ...] = ()
+        if self.primary_key:
+            touched = {repr(sorted(f.partition.items())): dict(f.partition) for f in (*added, *removed)}
+            before = self.table.snapshot(version=record.version - 1)
+            prior = tuple(before.prune(in_partitions(list(touched.values()))) if touched else ())
+        assert record.time_version is not None  # a data change has a time version
+        change = CommitChange(
+            record.version, record.time_version, record.operation, added, removed, prior, dict(record.metrics)
+        )
+        return _Unit(record.version, added + removed, change=change)
+
     def _changes_schema(self, record: CommitRecord) -> bool:
         # metadata changes the stream's schema already has (up to the head it started at) are history
         return (
             record.metadata is not None
             and record.version > self.started_at
-            and read_struct(record.metadata) != self.schema
+            and read_struct(record.metadata) != self.table_schema
         )
 
     @staticmethod
@@ -451,7 +489,7 @@ class _Planner:
         operation = record.operation.display
         return StreamStoppedError(
             f"[DELTA_SCHEMA_CHANGED_WITH_VERSION] The stream of {self.name} stopped at version {record.version} "
-            f"({operation}): it changes the schema from ({_columns(self.schema)}) to "
+            f"({operation}): it changes the schema from ({_columns(self.table_schema)}) to "
             f"({_columns(read_struct(record.metadata))}). The rows of the versions before it were delivered. "
             f"Restart the query from the same checkpoint: it continues from version {record.version} with the "
             "new schema (files written before read a column they lack as NULL)",
@@ -495,7 +533,7 @@ class _Planner:
         """`units`, checked while the batch is planned (a vanished file fails it now, naming itself, not in
         a task); with failOnDataLoss=false without the missing files, with a warning."""
         storage = self.table.storage
-        files = [f for u in units for f in u.files]
+        files = [f for u in units for f in (*u.files, *(u.change.prior if u.change else ()))]
         try:
             check_files_exist(storage, files, table=self.name, version=units[-1].version if units else 0)
             return units
@@ -521,7 +559,12 @@ class _Planner:
             FAIL_ON_DATA_LOSS,
             listed,
         )
-        kept = [_Unit(u.version, tuple(f for f in u.files if storage.absolute(f.path) not in gone)) for u in units]
+        # a change unit is read whole or not at all: its changes need every file it names
+        kept = [
+            replace(u, files=tuple(f for f in u.files if storage.absolute(f.path) not in gone))
+            for u in units
+            if u.change is None or not any(storage.absolute(f.path) in gone for f in (*u.files, *u.change.prior))
+        ]
         return [u for u in kept if u.files]
 
 
@@ -536,11 +579,6 @@ class AcidTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         *,
         refused: AcidTablesError | None = None,
     ) -> None:
-        if refused is None and options.stream.read_change_feed:
-            refused = InvalidArgumentError(
-                f"format('acidtables'): option {READ_CHANGE_FEED}=true is not available on a stream's source yet; "
-                "read the changes in batches with SparkTable.changes(start_version=...)"
-            )
         self.options = options
         self.session = session
         self.schema = schema
@@ -621,10 +659,7 @@ class AcidTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         planner = self.planner
         units = planner.batch(self._position(start), self._position(end))
-        return [
-            _StreamTask(planner.metadata_json, [[_entry(f) for f in unit.files] for unit in task])
-            for task in _tasks(units)
-        ]
+        return [_StreamTask(planner.metadata_json, [unit.task_group() for unit in task]) for task in _tasks(units)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, _StreamTask):
@@ -632,8 +667,15 @@ class AcidTablesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
         meta = TableMetadata.from_json(partition.metadata)
         storage = Storage(meta.location)
         for group in partition.groups:
-            files = [DataFile.from_json(f, f.get("added_version")) for f in group]
-            yield from read_rows(meta, storage, files).to_batches()
+            if "change" in group:
+                yield from change_rows(meta, storage, CommitChange.from_json(group["change"])).to_batches()
+                continue
+            files = [DataFile.from_json(f, f.get("added_version")) for f in group["files"]]
+            rows = read_rows(meta, storage, files)
+            if "inserts_at" in group:
+                version, time_us = group["inserts_at"]
+                rows = labelled(rows, INSERT, version, time_us)
+            yield from rows.to_batches()
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._planner is not None:

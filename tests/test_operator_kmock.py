@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]
 from prometheus_client.metrics import MetricWrapperBase
+from pyspark.sql import SparkSession
 from tests.helpers.kmock_operator import KmockOperator, running_operator
 from tests.helpers.kmock_resources import (
     NS,
@@ -29,6 +30,8 @@ from tests.helpers.kmock_resources import (
     with_condition,
 )
 from tests.helpers.resources import GROUP, condition, job_resource, table_resource
+from tests.helpers.streams import drop_batch
+from tests.helpers.streams import events as event_stream
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog
@@ -770,3 +773,29 @@ def test_counters_are_exported_from_zero_for_the_operator_and_every_table_it_kno
         runs = {**labels, "kind": "vacuum", "outcome": "ok"}
         assert sample_value(op, "acidtables_maintenance_runs_total", **runs) == 0
         assert sample_value(op, "acidtables_maintenance_files_freed_total", **labels) == 0
+
+
+def test_a_streams_commits_count_like_any_others(
+    op: KmockOperator, catalog: Catalog, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Issue 42, item 5: the data source's sink commits from Spark's Python workers, processes the operator
+    never sees; it counts them from the table's log, per table and operation, like any commit."""
+    catalog.create_table("sales.clicks", "id BIGINT, dt STRING, amount DOUBLE")
+    labels = {"namespace": NS, "table": "clicks", "operation": "insert_into"}
+    op.eventually(lambda: sample_value(op, "acidtables_cluster_commits_total", **labels) == 0, "the series", SECONDS)
+    for name in ("a", "b", "c"):
+        drop_batch(tmp_path / "inbox", name, [(len(name), "d", 1.0)])
+    options = {"etcd.endpoints": op.settings.etcd.endpoints[0], "etcd.prefix": op.settings.etcd.prefix}
+    query = (
+        event_stream(spark, tmp_path / "inbox")
+        .writeStream.format("acidtables")
+        .options(**options, warehouse=op.settings.warehouse)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start("sales.clicks")
+    )
+    assert query.awaitTermination(240)
+    op.eventually(
+        lambda: sample_value(op, "acidtables_cluster_commits_total", **labels) == 3, "three commits counted", SECONDS
+    )
+    assert sample_value(op, "acidtables_cluster_retries_total", **labels) == 0

@@ -382,8 +382,7 @@ def test_time_travel_and_changes(spark: SparkSession, catalog: Catalog, flavour:
     assert (900, "2026-11-01", 9.0) not in rows(t.read())
     changes = t.changes(start_version=first.version).filter("id = 900")
     kinds = sorted((r._commit_version, r._change_type) for r in changes.collect())
-    insert = "upsert" if flavour == "pk" else "insert"
-    assert kinds == [(first.version, insert), (first.version + 1, "delete")]
+    assert kinds == [(first.version, "insert"), (first.version + 1, "delete")]
 
 
 @flavours

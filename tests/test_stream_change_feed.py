@@ -161,4 +161,5 @@ def test_the_feed_has_the_change_columns_and_the_commit_time(
     )
     assert query.awaitTermination(QUERY_SECONDS)
     [row] = rows
+    assert info.time_version is not None
     assert row._commit_timestamp.replace(tzinfo=None) == info.time_version.astimezone().replace(tzinfo=None)

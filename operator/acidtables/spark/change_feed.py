@@ -32,7 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from acidtables.core import DataFile, Operation, Storage, TableMetadata
+from acidtables.core import DataFile, Operation, Storage, Table, TableMetadata, in_partitions
 
 from .arrow_files import read_rows, read_schema
 from .schema import CHANGE_TIME, CHANGE_TYPE, CHANGE_VERSION
@@ -90,6 +90,27 @@ class CommitChange:
             prior=files("prior"),
             metrics={k: int(v) for k, v in data["metrics"].items()},
         )
+
+
+def commit_change(
+    table: Table,
+    version: int,
+    time_us: int,
+    operation: Operation,
+    adds: Sequence[DataFile],
+    removes: Sequence[DataFile],
+    metrics: Mapping[str, int],
+) -> CommitChange:
+    """What a data commit's changes are worked out from (on the driver, which reads the log): its data
+    files, and on a primary-key table the previous version's files of the partitions it touched."""
+    added = tuple(f for f in adds if f.data_change)
+    removed = tuple(f for f in removes if f.data_change)
+    prior: tuple[DataFile, ...] = ()
+    if table.metadata.primary_key:
+        touched = {repr(sorted(f.partition.items())): dict(f.partition) for f in (*added, *removed)}
+        if touched:
+            prior = tuple(table.snapshot(version=version - 1).prune(in_partitions(list(touched.values()))))
+    return CommitChange(version, time_us, operation, added, removed, prior, dict(metrics))
 
 
 def labelled(rows: pa.Table, change_type: str, version: int, time_us: int) -> pa.Table:
@@ -221,6 +242,7 @@ __all__ = [
     "PREIMAGE",
     "CommitChange",
     "change_rows",
+    "commit_change",
     "empty_changes",
     "labelled",
 ]

@@ -7,28 +7,29 @@ while Spark runs. Partition predicates and file statistics prune files before Sp
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, MapType, StringType, StructField, StructType, TimestampType
 
 from acidtables import __version__ as acidtables_version
 from acidtables.core import (
-    DataFile,
     HistoryEntry,
     InvalidArgumentError,
     Operation,
     Snapshot,
+    Storage,
     Table,
+    TableMetadata,
     TimeLike,
 )
 
-from .files import FILE, ROW
+from .change_feed import CommitChange, change_rows, commit_change
 from .modify import core_condition, validate_condition
-from .scan import read_files, read_snapshot_rows
-from .schema import CHANGE_TIME, CHANGE_TYPE, CHANGE_VERSION, DELETE, OP_COLUMN, change_feed_struct, table_struct
+from .scan import read_snapshot_rows
+from .schema import change_feed_struct, table_struct
 
 
 def read_snapshot(
@@ -58,51 +59,6 @@ def read(
     return read_snapshot(spark, table, table.snapshot(version=version, timestamp=timestamp), where, latest=latest)
 
 
-def _change_rows(
-    spark: SparkSession,
-    table: Table,
-    snapshot_meta: Snapshot,
-    version: int,
-    time: datetime | None,
-    added: Sequence[DataFile],
-    removed: Sequence[DataFile],
-) -> DataFrame | None:
-    meta = snapshot_meta.metadata
-    storage = table.storage
-    columns = [c.name for c in meta.columns]
-    frames = []
-    re_added = {f.path: f for f in added}
-    gone = {f.path: f for f in removed}
-    # A deletion-vector update removes and re-adds the same file: only the newly hidden rows changed.
-    for path in re_added.keys() & gone.keys():
-        before, after = gone[path], re_added[path]
-        newly_hidden = sorted(set(after.deletion_vector or ()) - set(before.deletion_vector or ()))
-        if newly_hidden:
-            rows = read_files(spark, meta, storage, [before], version=version, keep_helpers=True)
-            hidden = spark.createDataFrame([(p,) for p in newly_hidden], f"{ROW} LONG")
-            frames.append(rows.join(F.broadcast(hidden), ROW).select(*columns).withColumn(CHANGE_TYPE, F.lit("delete")))
-    inserts = [f for p, f in re_added.items() if p not in gone]
-    deletes = [f for p, f in gone.items() if p not in re_added]
-    if inserts:
-        rows = read_files(spark, meta, storage, inserts, version=version, keep_helpers=bool(meta.primary_key))
-        if meta.primary_key:
-            kind = F.when(F.col(OP_COLUMN) == F.lit(DELETE), F.lit("delete")).otherwise(F.lit("upsert"))
-            frames.append(rows.select(*columns, kind.alias(CHANGE_TYPE)))
-        else:
-            frames.append(rows.withColumn(CHANGE_TYPE, F.lit("insert")))
-    if deletes:
-        deleted = read_files(spark, meta, storage, deletes, version=version)
-        frames.append(deleted.withColumn(CHANGE_TYPE, F.lit("delete")))
-    if not frames:
-        return None
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out.withColumn(CHANGE_VERSION, F.lit(version).cast(LongType())).withColumn(
-        CHANGE_TIME, F.lit(time).cast(TimestampType())
-    )
-
-
 def changes(
     spark: SparkSession,
     table: Table,
@@ -112,21 +68,32 @@ def changes(
     start_time: TimeLike | None = None,
     end_time: TimeLike | None = None,
 ) -> DataFrame:
-    """Row-level changes (`_change_type` insert/delete, or upsert/delete on primary-key tables) of the
-    data commits in a range; compaction and clustering are not changes (D-18)."""
+    """Row-level changes of the data commits in a range, in Delta's change feed terms (`_change_type`
+    insert / update_preimage / update_postimage / delete, `_commit_version`, `_commit_timestamp`), as the
+    stream's readChangeFeed delivers them (change_feed); compaction and clustering are not changes
+    (D-18). The log is read here; each commit's changes are worked out in a Spark task (mapInArrow)."""
     found = table.changes(start_version, end_version, start_time=start_time, end_time=end_time, single_schema=True)
-    snapshot = table.snapshot()
-    frames = [
-        f
+    meta = table.snapshot().metadata
+    struct = change_feed_struct(table_struct(meta))
+    described = [
+        json.dumps(commit_change(table, c.version, c.time_us, c.operation, c.added, c.removed, c.metrics).to_json())
         for c in found
-        if (f := _change_rows(spark, table, snapshot, c.version, c.time_version, c.added, c.removed)) is not None
+        if c.time_us is not None
     ]
-    if not frames:
-        return spark.createDataFrame([], change_feed_struct(table_struct(snapshot.metadata)))
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+    if not described:
+        return spark.createDataFrame([], struct)
+    metadata = meta.to_json()
+
+    def compute(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        on_executor = TableMetadata.from_json(metadata)
+        storage = Storage(on_executor.location)
+        for batch in batches:
+            for text in batch.column(0).to_pylist():
+                yield from change_rows(on_executor, storage, CommitChange.from_json(json.loads(text))).to_batches()
+
+    commits = spark.createDataFrame([(d,) for d in described], "change STRING")
+    tasks = min(len(described), spark.sparkContext.defaultParallelism)
+    return commits.repartition(tasks).mapInArrow(compute, struct)
 
 
 #: Delta Lake's operation names, which its DESCRIBE HISTORY shows (acidtables' own are in `acid_operation`)
@@ -246,4 +213,4 @@ def history(spark: SparkSession, table: Table, limit: int | None = None) -> Data
     return spark.createDataFrame(rows, HISTORY_SCHEMA)
 
 
-__all__ = ["FILE", "changes", "history", "read", "read_snapshot"]
+__all__ = ["changes", "history", "read", "read_snapshot"]

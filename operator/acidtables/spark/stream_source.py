@@ -68,12 +68,11 @@ from acidtables.core import (
     VersionExpiredError,
     VersionNotFoundError,
     check_files_exist,
-    in_partitions,
     read_retention,
 )
 
 from .arrow_files import read_rows
-from .change_feed import INSERT, CommitChange, change_rows, labelled
+from .change_feed import INSERT, CommitChange, change_rows, commit_change, labelled
 from .datasource import OPEN_COST_BYTES, packed_tasks
 from .schema import change_feed_struct, read_struct
 from .source_catalog import catalog_from_options, user_facing
@@ -414,20 +413,18 @@ class _Planner:
         raise stop
 
     def _change_unit(self, record: CommitRecord) -> _Unit:
-        """A change feed's unit of one data commit; on a primary-key table with the previous version's
-        files of the partitions it touched, which its changes are worked out against."""
-        added = tuple(f for f in record.adds if f.data_change)
-        removed = tuple(f for f in record.removes if f.data_change)
-        prior: tuple[DataFile, ...] = ()
-        if self.primary_key:
-            touched = {repr(sorted(f.partition.items())): dict(f.partition) for f in (*added, *removed)}
-            before = self.table.snapshot(version=record.version - 1)
-            prior = tuple(before.prune(in_partitions(list(touched.values()))) if touched else ())
+        """A change feed's unit: one data commit, read whole (change_feed.commit_change)."""
         assert record.time_version is not None  # a data change has a time version
-        change = CommitChange(
-            record.version, record.time_version, record.operation, added, removed, prior, dict(record.metrics)
+        change = commit_change(
+            self.table,
+            record.version,
+            record.time_version,
+            record.operation,
+            record.adds,
+            record.removes,
+            record.metrics,
         )
-        return _Unit(record.version, added + removed, change=change)
+        return _Unit(record.version, change.added + change.removed, change=change)
 
     def _changes_schema(self, record: CommitRecord) -> bool:
         # metadata changes the stream's schema already has (up to the head it started at) are history

@@ -130,6 +130,10 @@ class Change:
     operation: Operation
     added: tuple[DataFile, ...]
     removed: tuple[DataFile, ...]
+    #: what the job counted, in Delta's operationMetrics names (a MERGE's say whether it only updated)
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    #: time_version as the log keeps it, in microseconds (exact, unlike the datetime's float round trip)
+    time_us: int | None = None
 
 
 @dataclass(frozen=True)
@@ -454,7 +458,17 @@ class Table:
                 continue
             if not (r.adds or r.removes):
                 continue
-            out.append(Change(r.version, to_datetime(r.time_version), r.operation, r.adds, r.removes))
+            out.append(
+                Change(
+                    r.version,
+                    to_datetime(r.time_version),
+                    r.operation,
+                    r.adds,
+                    r.removes,
+                    dict(r.metrics),
+                    r.time_version,
+                )
+            )
         return out
 
     def _check_one_schema(self, records: list[CommitRecord]) -> None:

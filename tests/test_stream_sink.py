@@ -9,17 +9,21 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 from tests.helpers import docs
 from tests.helpers.streams import SCHEMA, drop_batch, events, query_id
-from tests.helpers.tables import source_options
+from tests.helpers.tables import source_options, staged_parquet
 
 from acidtables import Catalog
-from acidtables.core import InvalidArgumentError, TableNotFoundError
+from acidtables.core import InvalidArgumentError, Operation, TableNotFoundError
 from acidtables.spark import SparkTable, use_catalog
+from acidtables.spark.arrow_files import write_rows
+from acidtables.spark.change_feed import CommitChange, change_rows
+from acidtables.spark.stream_sink import abort_unless_landed
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -273,3 +277,42 @@ def test_the_demos_stream_part_commits_each_batch_once_and_delivers_each_row_onc
     assert tour.restarted_in == ((3, 5),) and tour.restarted_out == ((3, 10),)
     assert tour.rows_once
     assert "every row once" in tour.to_text() and tour.to_json()["batches_in"][0] == [0, 1]
+
+
+# --- aborts after a commit whose answer was lost ------------------------------------------------------
+
+
+def test_an_abort_after_a_commit_that_landed_keeps_its_files(catalog: Catalog) -> None:
+    """Spark aborts a write whose commit raised; a commit whose answer was lost may have landed, and then
+    its files are the table's: the abort must not delete them (only a transaction that did not land)."""
+    table = catalog.create_table("st.aborts", schema=SCHEMA)
+    landed, lost = table.begin("insert_into"), table.begin("insert_into")
+    for tx in (landed, lost):
+        tx.add_files([staged_parquet(tx)])
+    info = landed.commit()
+    abort_unless_landed(table, table.resume(landed.txn_id, "insert_into", read_version=0, head_revision=0))
+    abort_unless_landed(table, table.resume(lost.txn_id, "insert_into", read_version=0, head_revision=0))
+    assert table.find_commit(landed.txn_id) == info.version
+    assert all(Path(table.storage.absolute(f.path)).exists() for f in table.snapshot().files)
+    assert not Path(lost.staging_dir).exists()
+
+
+def test_a_rewritten_row_holding_nan_is_no_change(catalog: Catalog) -> None:
+    table = catalog.create_table("st.nan", schema=SCHEMA)
+    rows = pa.table({"id": [1, 2], "dt": ["a", "a"], "amount": [float("nan"), 2.0]})
+    with table.begin("insert_into") as tx:
+        first = write_rows(tx.metadata, tx.storage, tx.txn_id, rows, overwrite=False)
+        tx.add_files(first)
+        tx.commit()
+    with table.begin("update") as tx:  # a rewrite that changed id 2 only
+        changed = rows.set_column(2, "amount", pa.array([float("nan"), 20.0]))
+        second = write_rows(tx.metadata, tx.storage, tx.txn_id, changed, overwrite=True)
+        tx.remove_files(first)
+        tx.add_files(second)
+        info = tx.commit()
+    change = CommitChange(info.version, 1, Operation.UPDATE, tuple(second), tuple(first))
+    out = change_rows(table.metadata, table.storage, change).to_pylist()
+    assert [(r["_change_type"], r["id"], r["amount"]) for r in out] == [
+        ("update_preimage", 2, 2.0),
+        ("update_postimage", 2, 20.0),
+    ]

@@ -25,6 +25,7 @@ with pyarrow (the stream source's tasks); they read files and never talk to etcd
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,8 +128,14 @@ def empty_changes(meta: TableMetadata) -> pa.Table:
     return labelled(read_schema(meta).empty_table(), INSERT, 0, 0)
 
 
+_NAN = ("NaN",)
+
+
 def _frozen(value: Any) -> Any:
-    """A row's value as a dictionary key: lists, maps and structs become tuples."""
+    """A row's value as a dictionary key: lists, maps and structs become tuples, and NaN a marker equal
+    to itself (NaN != NaN would make every row holding one look changed)."""
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
     if isinstance(value, list):

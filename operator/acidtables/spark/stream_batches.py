@@ -41,6 +41,8 @@ class BatchCommitter:
         self._query_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.output_mode == "append" and batch.isEmpty():
+            return  # no rows, no version (as the data source's sink); complete mode still empties the table
         if self._query_id is None:  # Spark has written it by the first batch
             self._query_id = query_id(self.checkpoint_location)
         if self.output_mode == "complete":

@@ -1,7 +1,8 @@
-"""`python -m bench [core|spark|operator|scale] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
+"""`python -m bench [core|spark|operator|scale|stream] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
 
 With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS); scale
-(tables of many live files, issue 32) runs only when named: it grows tables for many minutes. Results go to
+(tables of many live files, issue 32) and stream (Structured Streaming, issue 42) run only when named:
+scale grows tables for many minutes, stream's memory runs take about two hours. Results go to
 bench/results/ (gitignored) as one JSON
 document per suite and run, with every sample; the tables on stdout are the summary. Progress lines go
 to stderr.
@@ -13,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import core, operator, scale, spark
+from . import core, operator, scale, spark, stream
 
-SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale}
+SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale, "stream": stream}
 #: what runs when no suite is named
 DEFAULT_SUITES = ("core", "spark", "operator")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -30,12 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         "--quick",
         action="store_true",
         help="smaller sizes (core: histories of 100/1,000/10,000 versions, fewer commits; spark: 200,000 rows, "
-        "100 small inserts): a few minutes each",
+        "100 small inserts; stream: 1,000 micro-batches per memory run): a few minutes each (stream: about 30)",
     )
     parser.add_argument(
         "--only",
         action="append",
-        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS + scale.BENCHMARKS,
+        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS + scale.BENCHMARKS + stream.BENCHMARKS,
         help="run only this benchmark (repeatable; a suite runs only if one of its benchmarks is named); default: all",
     )
     parser.add_argument(

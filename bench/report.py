@@ -117,7 +117,7 @@ class Report:
 def _value(value: float, unit: str) -> str:
     if unit == "s":
         return f"{value * 1000:.2f} ms" if value < 1 else f"{value:.2f} s"
-    if unit in ("commits/s", "ops/s"):
+    if unit in ("commits/s", "ops/s", "rows/s"):
         return f"{value:,.0f} {unit}"
     if float(value).is_integer():
         return f"{int(value):,} {unit}".rstrip()

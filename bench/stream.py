@@ -630,7 +630,18 @@ def _memory_figures(report: Report, role: str, found: dict[str, Any]) -> None:
     )
     mib = 2**20
     for kind, key in MEMORY_KINDS:
-        extra = f", {last['workers']} processes (after 100: {first['workers']})" if key == "workers_rss_bytes" else ""
+        extra = ""
+        if key == "workers_rss_bytes":
+            extra = (
+                f"; {first['workers']} -> {last['workers']} processes, the largest "
+                f"{first['largest_worker_rss_bytes'] / mib:.0f} -> {last['largest_worker_rss_bytes'] / mib:.0f} MiB"
+            )
+        elif key == "jvm_rss_bytes":
+            extra = (
+                f"; heap committed {first['jvm_heap_committed_bytes'] / mib:.0f} -> "
+                f"{last['jvm_heap_committed_bytes'] / mib:.0f} MiB, non-heap "
+                f"{first['jvm_non_heap_bytes'] / mib:.0f} -> {last['jvm_non_heap_bytes'] / mib:.0f} MiB"
+            )
         pss = key.replace("rss", "pss")
         report.add(
             Figure(

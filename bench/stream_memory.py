@@ -13,10 +13,11 @@ last stdout line. Roles:
   maxFilesPerTrigger=1 and Trigger.AvailableNow into the noop sink: one version per micro-batch.
 
 At each stop (completed micro-batches) it samples this driver's Python (VmRSS of /proc/self/status),
-the JVM it launched, and the JVM's Python children (the worker daemon, its forked workers, the
+the JVM it launched (and its heap committed, in use after a full GC, and its non-heap memory: metaspace
+and code cache), and the JVM's Python children (the worker daemon, its forked workers, the
 streaming source's and sink's Python runners), each by VmRSS and by Pss (/proc/<pid>/smaps_rollup: a
-forked worker's pages shared with the daemon counted once across them); and the JVM's heap in use right
-after a full GC, which tells a leak from a heap Java has merely grown into. psutil is not a dependency:
+forked worker's pages shared with the daemon counted once across them). The heap in use after a full GC
+tells a leak from a heap Java has merely grown into. psutil is not a dependency:
 processes are found by walking /proc for parent ids.
 """
 
@@ -120,9 +121,11 @@ def sample(spark: SparkSession, jvm: int, batches: int, started: float) -> dict[
     """The memory of this driver's three kinds of process after `batches` micro-batches."""
     workers = [pid for pid, name in descendants(jvm) if name.startswith("python")]
     java: Any = spark.sparkContext._jvm
-    java.java.lang.System.gc()
     runtime = java.java.lang.Runtime.getRuntime()
+    committed = int(runtime.totalMemory())  # before the GC, which may shrink it
+    java.java.lang.System.gc()
     heap = int(runtime.totalMemory()) - int(runtime.freeMemory())
+    non_heap = int(java.java.lang.management.ManagementFactory.getMemoryMXBean().getNonHeapMemoryUsage().getUsed())
     me = os.getpid()
     return {
         "batches": batches,
@@ -132,6 +135,9 @@ def sample(spark: SparkSession, jvm: int, batches: int, started: float) -> dict[
         "jvm_rss_bytes": rss_bytes(jvm),
         "jvm_pss_bytes": pss_bytes(jvm),
         "jvm_heap_after_gc_bytes": heap,
+        "jvm_heap_committed_bytes": committed,
+        # metaspace, code cache and compressed class space
+        "jvm_non_heap_bytes": non_heap,
         "jvm_threads": _status_kib(jvm, "Threads"),
         "workers": len(workers),
         "workers_rss_bytes": sum(rss_bytes(p) for p in workers),

@@ -22,6 +22,8 @@ from acidtables.core import Catalog, ConfigurationError, exit_process
 from . import commands, maintenance
 from .demo import run_demo
 from .output import EXIT_OK, Result, UsageError, render, render_error
+from .read import FORMATS
+from .read import read as read_rows
 from .server import run_etcd
 
 _EPILOG = """\
@@ -47,6 +49,20 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be at least 1")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must not be negative")
+    return value
+
+
+def _version(text: str) -> int:
+    return _non_negative_int(text)
 
 
 def _port(text: str) -> int:
@@ -106,6 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
     history = sub.add_parser("history", parents=options, help="show a table's commits, newest first")
     history.add_argument("name", help="namespace.table")
     history.add_argument("--limit", type=_positive_int, metavar="N", help="only the newest N commits")
+
+    read = sub.add_parser("read", parents=options, help="print a table's rows (no Spark needed)")
+    read.add_argument("name", help="namespace.table")
+    at = read.add_mutually_exclusive_group()
+    at.add_argument("--version", type=_version, metavar="N", help="the rows of ID version N (time travel)")
+    at.add_argument("--timestamp", metavar="T", help="the rows as of a time (ISO 8601, e.g. 2026-11-28T10:00:00Z)")
+    read.add_argument(
+        "--where", metavar="COND", help="a Spark SQL condition, e.g. \"dt = '2026-11-01' AND amount > 0\""
+    )
+    read.add_argument("--columns", metavar="A,B", help="only these columns, in this order")
+    read.add_argument("--limit", type=_non_negative_int, metavar="N", help="at most N rows")
+    read.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        dest="output_format",
+        help="table (the default; json with --json), csv, json (lines), parquet",
+    )
 
     expire = sub.add_parser(
         "expire",
@@ -268,6 +302,20 @@ def _run(args: argparse.Namespace) -> int:
             checked = maintenance.fsck(catalog, args.name)
             render(checked, as_json=args.json, out=out)
             return checked.exit_code
+        elif args.command == "read":
+            output_format = args.output_format or ("json" if args.json else "table")
+            read_rows(
+                catalog,
+                args.name,
+                version=args.version,
+                timestamp=args.timestamp,
+                where=args.where,
+                columns=args.columns,
+                limit=args.limit,
+                output_format=output_format,
+                out=out,
+            )
+            return EXIT_OK
         elif args.command == "describe":
             result = commands.describe(catalog, args.name)
         else:

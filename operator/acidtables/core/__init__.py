@@ -8,6 +8,7 @@ Its packages, each importing only those listed after it (an import-linter contra
 
     catalog/        Catalog and Table: where a user's call comes in
     maintenance/    compaction planning, retention (expire, vacuum), cleanup, fsck, repair, live rows
+    read/           rows without Spark: a snapshot's files read into Arrow as Spark reads them
     commit/         a transaction, the committer's compare-and-swap and rebase, the conflict rules
     schema/         DDL, column types, the schema a data file must have
     log/            commit records, the log across etcd and archive segments, snapshots, checkpoints
@@ -99,6 +100,9 @@ from acidtables.core.maintenance.repair import RepairReport
 from acidtables.core.maintenance.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.names import split_name
 from acidtables.core.process_exit import exit_process
+from acidtables.core.read import TableScan, arrow_type, read_schema
+from acidtables.core.read import merge_on_read as merge_rows_on_read
+from acidtables.core.read import read_file as read_data_file
 from acidtables.core.schema.ddl import parse_schema
 from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
@@ -178,11 +182,13 @@ __all__ = [
     "Table",
     "TableMetadata",
     "TableNotFoundError",
+    "TableScan",
     "TimeLike",
     "Transaction",
     "VacuumReport",
     "VersionExpiredError",
     "VersionNotFoundError",
+    "arrow_type",
     "campaign",
     "check_files_exist",
     "exit_process",
@@ -191,6 +197,7 @@ __all__ = [
     "in_partitions",
     "literal_fits",
     "location_key",
+    "merge_rows_on_read",
     "might_match",
     "parse_duration",
     "parse_predicate",
@@ -198,8 +205,10 @@ __all__ = [
     "parse_target_predicate",
     "partition_files",
     "plan_compaction",
+    "read_data_file",
     "read_predicate",
     "read_retention",
+    "read_schema",
     "spell_duration",
     "split_name",
     "subscribe_to_commits",

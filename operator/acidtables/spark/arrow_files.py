@@ -1,10 +1,10 @@
 """Table files read and written with pyarrow, for the data source's executors (which have no Spark).
 
-The same table rules as SparkTable's Spark-side code, on Arrow tables: the layout comes from
-`Storage.new_write_dir`, partition values are kept as `schema.log_partition_value` spells them and read
-back as `schema.partition_text` casts them, files are described from their footers
-(`files.footer_stats`) with `files.file_kind`, NOT NULL uses `files.not_null_message`, and
-merge-on-read keeps the row `scan.merge_on_read` keeps.
+Reads are core's (`acidtables.core.read`, what `Table.scan` returns, merge-on-read keeping the row
+`scan.merge_on_read` keeps). Writes follow SparkTable's Spark-side rules on Arrow tables: the layout
+comes from `Storage.new_write_dir`, partition values are kept as `schema.log_partition_value` spells
+them, files are described from their footers (`files.footer_stats`) with `files.file_kind`, and NOT
+NULL uses `files.not_null_message`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,20 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from acidtables.core import HIVE_NULL, AcidTablesError, DataFile, FileKind, InvalidArgumentError, Storage, TableMetadata
+from acidtables.core import (
+    HIVE_NULL,
+    DataFile,
+    FileKind,
+    InvalidArgumentError,
+    Storage,
+    TableMetadata,
+)
+from acidtables.core import merge_rows_on_read as merge_on_read
+from acidtables.core import read_data_file as read_file
+from acidtables.core import read_schema as core_read_schema
 
 from .files import (
-    FILE,
-    ROW,
-    VERSION,
     file_kind,
     footer_stats,
     not_null_message,
@@ -32,102 +38,31 @@ from .files import (
     too_long_message,
 )
 from .schema import (
-    DELETE,
     OP_COLUMN,
     SEQ_COLUMN,
     TEXT_TYPES,
     UPSERT,
     data_columns,
     log_partition_value,
-    partition_text,
-    read_struct,
 )
 
 
 def read_schema(meta: TableMetadata) -> pa.Schema:
-    """The Arrow schema Spark expects of a Python data source's batches (timestamps as UTC instants)."""
-    return to_arrow_schema(read_struct(meta), timezone="UTC")
-
-
-def _constant(field: pa.Field, text: str | None, rows: int) -> pa.Array:
-    """A partition column: the log's value (as text) on every row, cast to the column's Arrow type.
-
-    A TIMESTAMP partition value is the wall-clock text Spark wrote in its session time zone; Arrow
-    parses it as a naive time that is then taken as UTC, which is what a UTC session writes."""
-    column = pa.array([text] * rows, pa.string())
-    if pa.types.is_timestamp(field.type) and field.type.tz is not None:
-        return column.cast(pa.timestamp(field.type.unit)).cast(field.type)
-    return column.cast(field.type)
-
-
-def read_file(meta: TableMetadata, storage: Storage, file: DataFile) -> pa.Table:
-    """The live rows of one file: its stored columns (NULL for a column added after it was written),
-    partition columns from the log, and the file, row and version helpers merge-on-read needs."""
-    schema = read_schema(meta)
-    with storage.open_input(file.path) as handle:
-        stored = pq.read_table(handle)
-    rows = stored.num_rows
-    # Spark matches a file's columns to the table's case-insensitively; so does this reader
-    by_lower = {name.lower(): name for name in stored.column_names}
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for column in meta.columns:
-        field = schema.field(column.name)
-        if column.name in meta.partition_by:
-            columns[column.name] = _constant(field, partition_text(file.partition.get(column.name)), rows)
-        elif column.name.lower() in by_lower:
-            columns[column.name] = stored[by_lower[column.name.lower()]].cast(field.type)
-        else:
-            columns[column.name] = pa.nulls(rows, field.type)
-    if meta.primary_key:
-        columns[OP_COLUMN] = _operations(stored, file)
-        columns[SEQ_COLUMN] = stored[SEQ_COLUMN] if SEQ_COLUMN in by_lower else pa.nulls(rows, pa.int64())
-    columns[FILE] = pa.array([file.path] * rows, pa.string())
-    columns[ROW] = pa.array(range(rows), pa.int64())
-    columns[VERSION] = pa.array([file.added_version] * rows, pa.int64())
-    data = pa.table(columns)
-    if file.deletion_vector:
-        hidden = pa.array(file.deletion_vector, pa.int64())
-        data = data.filter(pc.invert(pc.is_in(data[ROW], value_set=hidden)))
-    return data
-
-
-def _operations(stored: pa.Table, file: DataFile) -> pa.Array | pa.ChunkedArray:
-    """Each row's merge-on-read operation, as `scan.row_operation` reads it: upserts where the file has
-    no `_acid_op` (a plain Parquet file), and an error naming the file for anything but 'U' and 'D'."""
-    if OP_COLUMN not in stored.column_names:
-        return pa.array([UPSERT] * stored.num_rows, pa.string())
-    ops = pc.fill_null(stored[OP_COLUMN], UPSERT)
-    if not pc.all(pc.is_in(ops, value_set=pa.array([UPSERT, DELETE]))).as_py():
-        raise AcidTablesError(
-            f"acidtables: {OP_COLUMN} is neither 'U' nor 'D' in {file.path}; run `acidtables fsck` on the table"
-        )
-    return ops
-
-
-def merge_on_read(meta: TableMetadata, data: pa.Table) -> pa.Table:
-    """Per key (the caller passes one table partition) the newest row, tombstones dropped: newest
-    sequence, then greatest file, then last row, as `scan.merge_on_read` orders them."""
-    sequence = pc.coalesce(data[SEQ_COLUMN], data[VERSION])
-    ordered = data.append_column("_acid_order", sequence).sort_by(
-        [
-            *[(k, "ascending") for k in meta.primary_key],
-            ("_acid_order", "descending"),
-            (FILE, "descending"),
-            (ROW, "descending"),
-        ]
-    )
-    keys = ordered.select(list(meta.primary_key)).to_pylist()
-    first = [i for i, key in enumerate(keys) if i == 0 or key != keys[i - 1]]
-    newest = ordered.take(pa.array(first, pa.int64()))
-    return newest.filter(pc.not_equal(newest[OP_COLUMN], DELETE))
+    """The Arrow schema Spark expects of a Python data source's batches: core's (timestamps as UTC
+    instants), which is Spark's own `to_arrow_schema` of the table's read schema."""
+    return core_read_schema(meta)
 
 
 def read_rows(meta: TableMetadata, storage: Storage, files: Sequence[DataFile]) -> pa.Table:
-    """What a reader sees of `files` (for a primary-key table: all files of one table partition)."""
-    data = pa.concat_tables([read_file(meta, storage, f) for f in files])
-    if meta.primary_key and not all(f.kind is FileKind.BASE for f in files):
-        data = merge_on_read(meta, data)
-    return data.select([c.name for c in meta.columns]).cast(read_schema(meta))
+    """What a reader sees of `files` (for a primary-key table: all files of one table partition), as
+    `Table.scan` reads them."""
+    schema = read_schema(meta)
+    merge = bool(meta.primary_key) and not all(f.kind is FileKind.BASE for f in files)
+    tables = [read_file(meta, storage, f, schema, helpers=merge) for f in files]
+    data = pa.concat_tables(tables) if tables else schema.empty_table()
+    if merge:
+        data = merge_on_read(data, meta.primary_key)
+    return data.select(schema.names).cast(schema)
 
 
 def _check_rows(meta: TableMetadata, data: pa.Table) -> None:
@@ -201,4 +136,4 @@ def write_rows(
     return files
 
 
-__all__ = ["merge_on_read", "read_file", "read_rows", "read_schema", "write_rows"]
+__all__ = ["read_rows", "read_schema", "write_rows"]

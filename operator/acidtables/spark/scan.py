@@ -222,7 +222,9 @@ def read_files(
         types = {f.name: f.dataType for f in table_struct(meta).fields}
         types.update({FILE: StringType(), ROW: LongType(), VERSION: LongType()})
         added = [F.lit(None).cast(types[c]).alias(c) for c in (*meta.partition_by, FILE, ROW, VERSION)]
-        return spark.createDataFrame([], file_struct(meta)).select("*", *added).select(*columns, *extra)
+        # every column nullable, as a read of files gives them (read_struct), whatever the table declares
+        empty = StructType([StructField(f.name, f.dataType, True) for f in file_struct(meta).fields])
+        return spark.createDataFrame([], empty).select("*", *added).select(*columns, *extra)
     check_files_exist(storage, files, table=meta.name, version=version)
     paths = [storage.absolute(f.path) for f in files]
     plain = not keep_helpers and not any(f.deletion_vector for f in files)
@@ -258,7 +260,7 @@ def newest_per_key(df: DataFrame, meta: TableMetadata) -> DataFrame:
 
     A row's sequence is its own `_acid_seq` (kept by compactions) or else the version that added its
     file, which the log assigned at commit time, so a rebased commit still orders correctly (D-07).
-    Ties go to the greater file key, then the later row: arrow_files.merge_on_read orders the same way.
+    Ties go to the greater file key, then the later row: core.read.merge (Table.scan) orders the same way.
     """
     seq = F.coalesce(F.col(SEQ_COLUMN), F.col(VERSION))
     # the file breaks a tie between files of one version (the data source's tasks can each write a row

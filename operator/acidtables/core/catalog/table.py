@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -38,6 +38,7 @@ from acidtables.core.maintenance.maintenance import CleanupReport
 from acidtables.core.maintenance.repair import RepairReport, repair, repair_checkpoints
 from acidtables.core.maintenance.restore import restore
 from acidtables.core.maintenance.retention import ExpireReport, VacuumReport, check_minimum, check_readable
+from acidtables.core.read.scan import TableScan
 from acidtables.core.storage.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -246,6 +247,28 @@ class Table:
         if version < head_version:  # time travel: refused behind the retention, before any file is read
             check_readable(self._coordinator, self.table_id, self.name, version)
         return self._services.snapshots.load(self.table_id, self.location, version)
+
+    def scan(
+        self,
+        *,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+        version: int | None = None,
+        timestamp: TimeLike | None = None,
+        limit: int | None = None,
+    ) -> TableScan:
+        """The rows of one version (now, an ID version, or as of a time) without Spark: `.to_arrow()`,
+        `.to_batches()`, `.to_pandas()`, `.to_polars()`, `.to_duckdb(connection, name)`,
+        `.to_dataset()`. `where` is a Spark SQL condition (`TableScan`'s subset), `columns` the columns
+        to return in that order, `limit` the most rows. The snapshot is pinned here, so every call on
+        the scan reads the same version."""
+        return TableScan(
+            self.snapshot(version=version, timestamp=timestamp),
+            self.storage,
+            where=where,
+            columns=columns,
+            limit=limit,
+        )
 
     @names_damage
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:

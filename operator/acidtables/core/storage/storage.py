@@ -318,6 +318,19 @@ class Storage:
             return open(self._local(relative), "rb")
         return self._fs.open_input_file(self._remote(relative))
 
+    def arrow_file(self, relative: str) -> tuple[Any, str]:
+        """pyarrow's file system and the path in it of a file (relative to the location, or an absolute
+        path or URI), for readers that hand files to `pyarrow.dataset`."""
+        from pyarrow import fs as pafs
+
+        if relative.startswith("/") or relative.startswith("file://"):
+            return pafs.LocalFileSystem(), relative.removeprefix("file://")
+        if "://" in relative:
+            return _object_store(relative.replace("s3a://", "s3://", 1))
+        if self._root is not None:
+            return pafs.LocalFileSystem(), str(self._local(relative))
+        return self._fs, self._remote(relative)
+
     def file_size(self, relative: str) -> int | None:
         """The size of the regular file at `relative`, or None when there is none (missing, a directory)."""
         if self._root is not None:

@@ -1,0 +1,179 @@
+"""A snapshot's data files as Arrow rows: partition values from the log, NULL for columns added after a
+file was written, deletion vectors applied, and the helper columns merge-on-read orders rows by.
+
+Two ways to read, chosen per file:
+
+* **as a pyarrow dataset** (`plain_dataset`): a file whose stored columns have exactly the table's names
+  and types and which has no deletion vector is one fragment of a `pyarrow.dataset.FileSystemDataset`,
+  its partition values given as the fragment's partition expression. Arrow then fills partition columns,
+  projects, filters, prunes row groups and reads files in parallel itself, as it does for any dataset;
+* **file by file** (`read_file`): everything else (a column stored under another case or type, which
+  Spark reads case-insensitively and widens; a deletion vector; a primary-key file to be merged) is
+  read whole and made to fit the table's schema here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from acidtables.core.errors import AcidTablesError
+from acidtables.core.expressions import Literal
+from acidtables.core.log.records import DataFile, TableMetadata
+from acidtables.core.schema.file_schema import MERGE_ON_READ_OPS, OP_COLUMN, SEQ_COLUMN
+from acidtables.core.storage.storage import Storage
+
+#: helper columns of a file-by-file read: the file, the row's position in it, the version that added it
+FILE, ROW, VERSION = "_acid_file", "_acid_row", "_acid_version"
+UPSERT = "U"
+
+_FORMAT = ds.ParquetFileFormat()
+
+
+def partition_text(value: Literal) -> str | None:
+    """A log partition value as text, which is cast to the column's type (DATE, TIMESTAMP and DECIMAL
+    values are kept as the text their directories spell)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def partition_scalar(arrow_type: pa.DataType, value: Literal) -> pa.Scalar:
+    """A partition value as a scalar of its column's type. A TIMESTAMP value is the wall-clock text Spark
+    wrote in its session time zone, read as UTC (the zone the library's sessions run in)."""
+    text = partition_text(value)
+    if text is None:
+        return pa.scalar(None, arrow_type)
+    if pa.types.is_timestamp(arrow_type) and arrow_type.tz is not None:
+        return pc.cast(pc.cast(pa.scalar(text), pa.timestamp(arrow_type.unit)), arrow_type)
+    if pa.types.is_boolean(arrow_type):
+        return pa.scalar(text.lower() == "true")
+    return pc.cast(pa.scalar(text), arrow_type)
+
+
+def partition_expression(schema: pa.Schema, partition: Mapping[str, Literal]) -> pc.Expression:
+    """What a file's partition values say of its rows, as the expression a dataset fragment carries."""
+    expression: pc.Expression | None = None
+    for name, value in partition.items():
+        if name not in schema.names:
+            continue  # a partition column the read does not need
+        field = pc.field(name)
+        term = field.is_null() if value is None else field == partition_scalar(schema.field(name).type, value)
+        expression = term if expression is None else expression & term
+    return expression if expression is not None else pc.scalar(True)
+
+
+def fits_dataset(physical: pa.Schema, schema: pa.Schema, stored: Sequence[str], partition_by: Sequence[str]) -> bool:
+    """Whether a file's stored columns are exactly the table's (name and type) for every column in
+    `stored` that it holds: what lets Arrow's dataset scanner read it without this module's help."""
+    names = {name.lower(): name for name in physical.names}
+    if any(name.lower() in names for name in partition_by):
+        return False  # a stored partition column: the log's value is the row's, not the file's
+    for name in stored:
+        found = names.get(name.lower())
+        if found is None:
+            continue  # added after the file was written: the dataset fills NULL
+        if found != name or not physical.field(found).type.equals(schema.field(name).type):
+            return False
+    return True
+
+
+def plain_dataset(
+    storage: Storage, files: Sequence[DataFile], schema: pa.Schema, partition_by: Sequence[str]
+) -> tuple[ds.FileSystemDataset, list[DataFile]]:
+    """The files a dataset reads as they are, and those that must be read file by file (`read_file`).
+    Each file's footer is read once here; its fragment keeps it for the scan."""
+    stored = [name for name in schema.names if name not in partition_by]
+    fragments, others = [], []
+    for file in files:
+        filesystem, path = storage.arrow_file(file.path)
+        fragment = _FORMAT.make_fragment(
+            path, filesystem=filesystem, partition_expression=partition_expression(schema, file.partition)
+        )
+        if fits_dataset(fragment.physical_schema, schema, stored, partition_by):
+            fragments.append(fragment)
+        else:
+            others.append(file)
+    filesystem = storage.arrow_file("")[0]
+    return ds.FileSystemDataset(fragments, schema, _FORMAT, filesystem), others
+
+
+def read_file(
+    meta: TableMetadata, storage: Storage, file: DataFile, schema: pa.Schema, *, helpers: bool = False
+) -> pa.Table:
+    """The live rows of one file in `schema` (some of the table's columns, in the table's types): stored
+    columns matched case-insensitively and cast as Spark widens them, NULL for a column the file does not
+    hold, partition columns from the log, the deletion vector applied. With `helpers`, a primary-key
+    file's operation and sequence and the FILE, ROW and VERSION columns merge-on-read orders by."""
+    with storage.open_input(file.path) as handle:
+        parquet = pq.ParquetFile(handle)
+        by_lower = {name.lower(): name for name in parquet.schema_arrow.names}
+        wanted = [by_lower[n.lower()] for n in schema.names if n not in meta.partition_by and n.lower() in by_lower]
+        if helpers and meta.primary_key:
+            wanted += [c for c in (OP_COLUMN, SEQ_COLUMN) if c in by_lower and c not in wanted]
+        stored = parquet.read(columns=wanted, use_threads=False)
+    rows = stored.num_rows
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for field in schema:
+        if field.name in meta.partition_by:
+            scalar = partition_scalar(field.type, file.partition.get(field.name))
+            columns[field.name] = pa.repeat(scalar, rows)
+        elif field.name.lower() in by_lower:
+            columns[field.name] = stored[by_lower[field.name.lower()]].cast(field.type)
+        else:
+            columns[field.name] = pa.nulls(rows, field.type)
+    if helpers:
+        if meta.primary_key:
+            columns[OP_COLUMN] = _operations(stored, file)
+            columns[SEQ_COLUMN] = (
+                stored[SEQ_COLUMN].cast(pa.int64()) if SEQ_COLUMN in by_lower else pa.nulls(rows, pa.int64())
+            )
+        columns[FILE] = pa.repeat(pa.scalar(file.path), rows)
+        columns[ROW] = pa.array(numpy.arange(rows, dtype=numpy.int64))
+        columns[VERSION] = pa.repeat(pa.scalar(file.added_version or 0, pa.int64()), rows)
+    data = pa.table(columns)
+    if file.deletion_vector:
+        if file.deletion_vector[-1] >= rows:
+            raise AcidTablesError(
+                f"acidtables: the deletion vector of {file.path} hides row {file.deletion_vector[-1]}, and the "
+                f"file has {rows} rows; run `acidtables fsck` on the table"
+            )
+        keep = numpy.ones(rows, dtype=bool)
+        keep[numpy.fromiter(file.deletion_vector, dtype=numpy.int64)] = False
+        data = data.filter(pa.array(keep))
+    return data
+
+
+def _operations(stored: pa.Table, file: DataFile) -> Any:
+    """Each row's merge-on-read operation: an upsert where the file has no `_acid_op` (a plain Parquet
+    file), and an error naming the file for anything but 'U' and 'D' (the commit proof refuses such
+    files, so this is damage, never a row to drop)."""
+    if OP_COLUMN not in stored.column_names:
+        return pa.repeat(pa.scalar(UPSERT), stored.num_rows)
+    ops = pc.fill_null(stored[OP_COLUMN], UPSERT)
+    if not pc.all(pc.is_in(ops, value_set=pa.array(sorted(MERGE_ON_READ_OPS)))).as_py():
+        raise AcidTablesError(
+            f"acidtables: {OP_COLUMN} is neither 'U' nor 'D' in {file.path}; run `acidtables fsck` on the table"
+        )
+    return ops
+
+
+__all__ = [
+    "FILE",
+    "ROW",
+    "VERSION",
+    "fits_dataset",
+    "partition_expression",
+    "partition_scalar",
+    "partition_text",
+    "plain_dataset",
+    "read_file",
+]

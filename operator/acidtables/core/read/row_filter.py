@@ -1,0 +1,272 @@
+"""A read's `where` (Spark SQL text) as a pyarrow compute expression, evaluated on every row read.
+
+Pruning by partition values and file statistics (`Snapshot.prune`) only narrows which files are opened;
+this is what decides which rows come back, so it must mean what Spark means or refuse. sqlglot parses
+the text in Spark's dialect; the translation covers what filters are made of (comparisons, `<=>`,
+AND/OR/NOT, IN, BETWEEN, IS [NOT] NULL, [NOT] LIKE, + - * and unary minus, typed DATE/TIMESTAMP
+literals) and refuses anything else by name, instead of guessing at a function's semantics.
+
+Literals take the column's type, as Spark's implicit casts give them: `dt = '2026-11-01'` on a DATE
+compares dates. A TIMESTAMP literal without an offset is read in UTC, the zone the library's Spark
+sessions run in. NULL compares as Spark's WHERE does: a row whose condition is NULL is not returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlglot
+from sqlglot import expressions as exp
+from sqlglot.errors import SqlglotError
+
+from acidtables.core.errors import InvalidArgumentError
+
+SUPPORTED = (
+    "comparisons (= == != <> < <= > >= <=>), AND, OR, NOT, IN, BETWEEN, IS [NOT] NULL, [NOT] LIKE, "
+    "+ - *, and literals (numbers, strings, TRUE/FALSE/NULL, DATE '...', TIMESTAMP '...')"
+)
+
+_COMPARE: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
+    exp.EQ: pc.equal,
+    exp.NEQ: pc.not_equal,
+    exp.GT: pc.greater,
+    exp.GTE: pc.greater_equal,
+    exp.LT: pc.less,
+    exp.LTE: pc.less_equal,
+}
+_ARITHMETIC: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
+    exp.Add: pc.add_checked,
+    exp.Sub: pc.subtract_checked,
+    exp.Mul: pc.multiply_checked,
+}
+
+
+_NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
+
+
+class _Refused(Exception):
+    """Control flow: the text uses something the translation does not cover (never escapes)."""
+
+
+class _Literal:
+    """A literal not yet given a type: the column it is compared with decides (Spark's implicit cast)."""
+
+    def __init__(self, value: Any, arrow_type: pa.DataType | None = None) -> None:
+        self.value = value
+        self.arrow_type = arrow_type
+
+    def typed(self, target: pa.DataType | None) -> Any:
+        if self.value is None:
+            return pa.scalar(None, target or pa.null())
+        if isinstance(self.value, str) and target is not None:
+            return _cast_text(self.value, target)
+        if self.arrow_type is not None and target is not None and _temporal(target):
+            return pc.cast(pa.scalar(self.value, self.arrow_type), _naive(target)).cast(target)
+        if self.arrow_type is not None:
+            return pa.scalar(self.value, self.arrow_type)
+        return pa.scalar(self.value)
+
+
+def _temporal(arrow_type: pa.DataType) -> bool:
+    return bool(pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type))
+
+
+def _naive(arrow_type: pa.DataType) -> pa.DataType:
+    """A zoned timestamp type without its zone: text and dates become instants in UTC through it."""
+    return pa.timestamp(arrow_type.unit) if pa.types.is_timestamp(arrow_type) and arrow_type.tz else arrow_type
+
+
+def _cast_text(text: str, target: pa.DataType) -> Any:
+    try:
+        if pa.types.is_timestamp(target):
+            return pc.cast(pa.scalar(text), _naive(target)).cast(target)
+        if pa.types.is_boolean(target):
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError(text)
+            return pa.scalar(lowered == "true")
+        return pc.cast(pa.scalar(text), target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        raise _Refused(f"the literal '{text}' is not a {target}") from None
+
+
+class _Translator:
+    def __init__(self, types: Mapping[str, pa.DataType], table: str) -> None:
+        self.types = types
+        self.by_lower = {name.lower(): name for name in types}
+        self.table = table
+        self.columns: set[str] = set()
+
+    # --- operands: a field with its type, or a literal waiting for one ------------------------------
+
+    def operand(self, node: exp.Expression) -> tuple[Any, pa.DataType | None] | _Literal:
+        if isinstance(node, exp.Paren):
+            return self.operand(node.this)
+        if isinstance(node, exp.Column):
+            return self.column(node)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return _Literal(node.this)
+            number = node.this
+            return _Literal(int(number) if number.lstrip("-").isdigit() else float(number))
+        if isinstance(node, exp.Boolean):
+            return _Literal(bool(node.this), pa.bool_())
+        if isinstance(node, exp.Null):
+            return _Literal(None)
+        if isinstance(node, exp.Neg):
+            inner = self.operand(node.this)
+            if isinstance(inner, _Literal) and isinstance(inner.value, int | float) and inner.arrow_type is None:
+                return _Literal(-inner.value)
+            value, value_type = self.value(inner, None)
+            return pc.negate_checked(value), value_type
+        if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):
+            return self.typed_literal(node)
+        if type(node) in _ARITHMETIC:
+            left, right = self.operand(node.this), self.operand(node.expression)
+            left_value, left_type = self.value(left, _type_of(right))
+            right_value, right_type = self.value(right, left_type)
+            return _ARITHMETIC[type(node)](left_value, right_value), left_type or right_type
+        raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
+
+    def column(self, node: exp.Column) -> tuple[Any, pa.DataType]:
+        parts = [p.name for p in node.parts]
+        name = self.by_lower.get(parts[0].lower())
+        if name is None:
+            raise InvalidArgumentError(
+                f"{self.table}: where names column {parts[0]!r}, which the table does not have; its columns: "
+                + ", ".join(self.types)
+            )
+        self.columns.add(name)
+        arrow_type, path = self.types[name], [name]
+        for part in parts[1:]:  # a STRUCT's field: `address.city`
+            if not pa.types.is_struct(arrow_type):
+                raise _Refused(f"{'.'.join(parts)} (field access on a {arrow_type} column)")
+            names = {arrow_type.field(i).name.lower(): i for i in range(arrow_type.num_fields)}
+            if part.lower() not in names:
+                raise InvalidArgumentError(
+                    f"{self.table}: where names {'.'.join(parts)}, and {name} has no field {part}"
+                )
+            child = arrow_type.field(names[part.lower()])
+            path.append(child.name)
+            arrow_type = child.type
+        return pc.field(*path), arrow_type
+
+    def typed_literal(self, node: exp.Cast | exp.TryCast) -> _Literal:
+        target = node.to.this
+        text = node.this.this
+        if target == exp.DataType.Type.DATE:
+            return _Literal(_cast_text(text, pa.date32()).as_py(), pa.date32())
+        if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ):
+            return _Literal(_cast_text(text, pa.timestamp("us", tz="UTC")).as_py(), pa.timestamp("us", tz="UTC"))
+        if target == exp.DataType.Type.TIMESTAMPNTZ:
+            return _Literal(_cast_text(text, pa.timestamp("us")).as_py(), pa.timestamp("us"))
+        if target in (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT):
+            return _Literal(int(text))
+        if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+            return _Literal(float(text) if target != exp.DataType.Type.DECIMAL else text, None)
+        raise _Refused(node.sql(dialect="spark"))
+
+    def value(self, operand: tuple[Any, pa.DataType | None] | _Literal, other: pa.DataType | None) -> tuple[Any, Any]:
+        if isinstance(operand, _Literal):
+            if isinstance(operand.value, str) and other is not None and pa.types.is_decimal(other):
+                return _cast_text(operand.value, other), other
+            return operand.typed(other), other if isinstance(operand.value, str) or operand.value is None else None
+        return operand
+
+    # --- conditions ----------------------------------------------------------------------------------
+
+    def condition(self, node: exp.Expression) -> Any:
+        if isinstance(node, exp.Paren):
+            return self.condition(node.this)
+        if isinstance(node, exp.And):
+            return self.condition(node.this) & self.condition(node.expression)
+        if isinstance(node, exp.Or):
+            return self.condition(node.this) | self.condition(node.expression)
+        if isinstance(node, exp.Not):
+            return ~self.condition(node.this)
+        if type(node) in _COMPARE or isinstance(node, exp.NullSafeEQ):
+            left, right = self.operand(node.this), self.operand(node.expression)
+            left_value, left_type = self.value(left, _type_of(right))
+            right_value, _ = self.value(right, left_type)
+            if isinstance(node, exp.NullSafeEQ):
+                both_null = pc.is_null(left_value) & pc.is_null(right_value)
+                neither = pc.is_valid(left_value) & pc.is_valid(right_value)
+                return both_null | (neither & pc.coalesce(pc.equal(left_value, right_value), pc.scalar(False)))
+            return _COMPARE[type(node)](left_value, right_value)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            value, _ = self.value(self.operand(node.this), None)
+            return pc.is_null(value)
+        if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+            field, field_type = self.value(self.operand(node.this), None)
+            options = [self.operand(e) for e in node.expressions]
+            if not all(isinstance(o, _Literal) for o in options):
+                raise _Refused(f"{node.sql(dialect='spark')} (IN takes literals here)")
+            values = [o.typed(field_type) for o in options if isinstance(o, _Literal)]
+            present = [v.as_py() for v in values if v.is_valid]
+            try:
+                value_set = pa.array(present, field_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                raise _Refused(f"{node.sql(dialect='spark')} (a value that is not of {field_type})") from None
+            found = pc.is_in(field, value_set=value_set) if present else pc.scalar(False)
+            # Spark's three-valued IN: NULL IN (...) is NULL, and x IN (1, NULL) is true or NULL, never
+            # false, so that NOT IN returns neither
+            unknown = pc.is_null(field) | pc.scalar(len(present) < len(values))
+            return pc.if_else(found, pc.scalar(True), pc.if_else(unknown, _NULL_BOOL, pc.scalar(False)))
+        if isinstance(node, exp.Between):
+            field = self.operand(node.this)
+            low, high = self.operand(node.args["low"]), self.operand(node.args["high"])
+            value, value_type = self.value(field, _type_of(low) or _type_of(high))
+            low_value, _ = self.value(low, value_type)
+            high_value, _ = self.value(high, value_type)
+            return pc.greater_equal(value, low_value) & pc.less_equal(value, high_value)
+        if isinstance(node, exp.Like) and isinstance(node.expression, exp.Literal) and node.expression.is_string:
+            value, value_type = self.value(self.operand(node.this), None)
+            if value_type is None or not pa.types.is_string(value_type):
+                raise _Refused(f"{node.sql(dialect='spark')} (LIKE on a non-string value)")
+            matched = pc.match_like(value, pattern=node.expression.this)
+            return ~matched if node.args.get("negate") else matched
+        if isinstance(node, exp.Boolean):
+            return pc.scalar(bool(node.this))
+        if isinstance(node, exp.Column):
+            value, value_type = self.column(node)
+            if not pa.types.is_boolean(value_type):
+                raise InvalidArgumentError(f"{self.table}: where is the column {node.sql()}, which is not BOOLEAN")
+            return value
+        raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
+
+
+def _type_of(operand: tuple[Any, pa.DataType | None] | _Literal) -> pa.DataType | None:
+    if isinstance(operand, _Literal):
+        return operand.arrow_type
+    return operand[1]
+
+
+def row_filter(where: str, types: Mapping[str, pa.DataType], *, table: str) -> tuple[pc.Expression, frozenset[str]]:
+    """`where` as an expression over the columns named in `types` (the table's read schema), and the
+    columns it reads. InvalidArgumentError names an unknown column, a literal that is not of its
+    column's type, a syntax error, or what the translation does not cover (with what it does)."""
+    if not isinstance(where, str) or not where.strip():
+        raise InvalidArgumentError(f"{table}: where must be a non-empty SQL condition, found {where!r}")
+    try:
+        tree = sqlglot.parse_one(where, read="spark")
+    except SqlglotError as exc:
+        raise InvalidArgumentError(f"{table}: where {where!r} is not a SQL condition: {exc}") from None
+    translator = _Translator(types, table)
+    try:
+        expression = translator.condition(cast(exp.Expression, tree))
+    except _Refused as exc:
+        raise InvalidArgumentError(
+            f"{table}: where {where!r} uses {exc}, which reads without Spark do not evaluate; they take {SUPPORTED}. "
+            "Read through SparkTable.read(where=...) for the rest of Spark SQL"
+        ) from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise InvalidArgumentError(f"{table}: where {where!r} compares values of different types: {exc}") from None
+    if not isinstance(expression, pc.Expression):
+        expression = pc.scalar(expression)
+    return expression, frozenset(translator.columns)
+
+
+__all__ = ["SUPPORTED", "row_filter"]

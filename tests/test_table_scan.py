@@ -1,0 +1,249 @@
+"""`Table.scan`: a table's rows in Arrow without Spark, from files committed through the core API.
+
+Each test builds the file set a rule is about (a NULL partition, a column added later, a file stored
+under other names and narrower types, a deletion vector, a primary-key partition with updates and
+tombstones) and checks the rows; `test_scan_equivalence` checks the same against Spark's reads of real
+histories. The filter tests compare against the same condition evaluated in Python, NULL rules included.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from acidtables import Catalog, DataFile, Table
+from acidtables.core import FileKind, TableScan, read_schema
+from acidtables.errors import DataFilesMissingError, InvalidArgumentError, VersionNotFoundError
+
+_files = itertools.count()
+
+
+def add(
+    table: Table,
+    data: pa.Table,
+    partition: Mapping[str, Any] | None = None,
+    *,
+    operation: str = "insert_into",
+    kind: FileKind = FileKind.DATA,
+    remove: Sequence[DataFile] = (),
+) -> DataFile:
+    """Commit one real Parquet file holding `data` (stored columns only) into `partition`."""
+    with table.begin(operation) as tx:
+        path = Path(tx.staging_dir) / f"part-{next(_files):05d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(data, path)
+        file = DataFile(
+            path=str(path),
+            partition=dict(partition or {}),
+            rows=data.num_rows,
+            size_bytes=path.stat().st_size,
+            kind=kind,
+        )
+        if remove:
+            tx.remove_files(remove)
+        tx.add_files([file])
+        tx.commit()
+    return next(f for f in table.snapshot().files if f.path.endswith("/" + path.name))
+
+
+def rows(scan: TableScan) -> list[dict[str, Any]]:
+    return sorted(scan.to_arrow().to_pylist(), key=lambda r: tuple((v is None, str(v)) for v in r.values()))
+
+
+@pytest.fixture
+def sales(catalog: Catalog) -> Table:
+    """Three partitions, one of them NULL, and a column (`note`) the first file does not hold."""
+    table = catalog.create_table(
+        "s.sales", "id BIGINT, dt STRING, amount DOUBLE, day DATE, note STRING", partition_by=["dt"]
+    )
+    days = pa.array([date(2026, 11, 1), date(2026, 11, 2)])
+    add(table, pa.table({"id": [1, 2], "amount": [10.0, None], "day": days}), {"dt": "2026-11-01"})
+    add(table, pa.table({"id": [3, 4], "amount": [30.0, 40.0], "day": days, "note": ["x", None]}), {"dt": None})
+    add(table, pa.table({"id": [5], "amount": [50.0], "day": days[:1], "note": ["y"]}), {"dt": "a/b=c %41"})
+    return table
+
+
+def test_rows_with_partition_values_from_the_log_and_null_for_columns_a_file_lacks(sales: Table) -> None:
+    scan = sales.scan()
+    assert scan.schema == read_schema(sales.metadata)
+    assert [(r["id"], r["dt"], r["note"]) for r in rows(scan)] == [
+        (1, "2026-11-01", None),
+        (2, "2026-11-01", None),
+        (3, None, "x"),
+        (4, None, None),
+        (5, "a/b=c %41", "y"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("where", "expected_ids"),
+    [
+        ("amount > 25", [3, 4, 5]),
+        ("amount >= 30 AND amount < 50", [3, 4]),
+        ("NOT amount > 25", [1]),  # NULL amount (id 2) is neither > 25 nor NOT > 25
+        ("amount IS NULL", [2]),
+        ("amount IS NOT NULL AND id <> 1", [3, 4, 5]),
+        ("id IN (1, 3, 9)", [1, 3]),
+        ("id NOT IN (1, 3)", [2, 4, 5]),
+        ("amount NOT IN (10, NULL)", []),  # NOT IN with a NULL is never true
+        ("amount IN (10, NULL)", [1]),
+        ("id BETWEEN 2 AND 4", [2, 3, 4]),
+        ("dt = '2026-11-01'", [1, 2]),
+        ("dt IS NULL", [3, 4]),
+        ("dt <=> NULL", [3, 4]),
+        ("note <=> 'x'", [3]),
+        ("dt LIKE 'a/%'", [5]),
+        ("dt NOT LIKE 'a/%'", [1, 2]),
+        ("day = DATE '2026-11-02'", [2, 4]),
+        ("day >= '2026-11-02'", [2, 4]),
+        ("id * 10 + 1 = 31", [3]),
+        ("-id = -5", [5]),
+        ("(id = 1 OR id = 5) AND dt IS NOT NULL", [1, 5]),
+        ("ID = 1", [1]),  # column names are case-insensitive, as in Spark
+        ("amount = 10.0", [1]),
+        ("id = 1.5", []),
+        ("TRUE", [1, 2, 3, 4, 5]),
+    ],
+)
+def test_where_returns_the_rows_spark_would(sales: Table, where: str, expected_ids: list[int]) -> None:
+    assert [r["id"] for r in rows(sales.scan(where=where))] == expected_ids
+
+
+def test_where_on_a_partition_opens_only_that_partitions_files(sales: Table) -> None:
+    for file in sales.snapshot().files:
+        if file.partition["dt"] != "2026-11-01":
+            os.remove(sales.storage.absolute(file.path))  # a read that opened these would fail
+    scan = sales.scan(where="dt = '2026-11-01' AND amount > 5")
+    assert {f.partition["dt"] for f in scan.files} == {"2026-11-01"}
+    assert [r["id"] for r in rows(scan)] == [1]
+    with pytest.raises(DataFilesMissingError, match=r"s\.sales"):
+        sales.scan().to_arrow()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("nope = 1", "column 'nope', which the table does not have; its columns: id, dt, amount, day, note"),
+        ("upper(dt) = 'A'", "upper"),
+        ("id = ", "is not a SQL condition"),
+        ("day = 'yesterday'", "'yesterday' is not a date32"),
+        ("id IN (SELECT 1)", "IN"),
+        ("", "non-empty"),
+    ],
+)
+def test_bad_where_is_a_clear_error(sales: Table, where: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"s\.sales") as caught:
+        sales.scan(where=where)
+    assert message in str(caught.value)
+
+
+def test_columns_limit_and_their_errors(sales: Table) -> None:
+    scan = sales.scan(columns=["amount", "ID"], where="note IS NOT NULL")
+    assert scan.schema.names == ["amount", "id"]
+    assert sorted(scan.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"amount": 30.0, "id": 3},
+        {"amount": 50.0, "id": 5},
+    ]
+    assert sales.scan(limit=2).to_arrow().num_rows == 2
+    assert sales.scan(limit=0).to_arrow().num_rows == 0
+    for bad, message in [
+        (["id", "missing"], "no column 'missing' in the table; its columns: id, dt, amount, day, note"),
+        (["id", "Id"], "names id more than once"),
+        ([], "names no column"),
+        ("id", "must be a list"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=r"s\.sales") as caught:
+            sales.scan(columns=bad)
+        assert message in str(caught.value)
+    with pytest.raises(InvalidArgumentError, match="limit"):
+        sales.scan(limit=-1)
+
+
+def test_time_travel_pins_a_version(sales: Table) -> None:
+    scan = sales.scan(version=1)
+    add(sales, pa.table({"id": [6], "amount": [1.0]}), {"dt": "2026-11-01"})
+    assert [r["id"] for r in rows(scan)] == [1, 2]  # made before the commit, read after it
+    assert [r["id"] for r in rows(sales.scan())] == [1, 2, 3, 4, 5, 6]
+    assert sales.scan(version=0).to_arrow().num_rows == 0
+    with pytest.raises(VersionNotFoundError, match="no version 99"):
+        sales.scan(version=99)
+
+
+def test_files_stored_under_other_names_and_narrower_types_read_as_the_table(catalog: Catalog) -> None:
+    table = catalog.create_table("s.widened", "id BIGINT, amount DOUBLE")
+    add(table, pa.table({"ID": pa.array([1], pa.int32()), "Amount": pa.array([1.5], pa.float32())}))
+    add(table, pa.table({"id": pa.array([2], pa.int64()), "amount": pa.array([2.5], pa.float64())}))
+    got = table.scan().to_arrow()
+    assert got.schema == pa.schema([("id", pa.int64()), ("amount", pa.float64())])
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": 1, "amount": 1.5}, {"id": 2, "amount": 2.5}]
+
+
+def test_deletion_vectors_hide_their_rows(catalog: Catalog) -> None:
+    table = catalog.create_table("s.dv", "id BIGINT, dt STRING", partition_by=["dt"], row_level_concurrency=True)
+    first = add(table, pa.table({"id": [1, 2, 3, 4]}), {"dt": "a"})
+    with table.begin("delete") as tx:
+        tx.remove_files([first])
+        tx.add_files([replace(first, deletion_vector=(1, 3), added_version=None)])
+        tx.commit()
+    assert [r["id"] for r in rows(table.scan())] == [1, 3]
+    assert [r["id"] for r in rows(table.scan(where="id > 1"))] == [3]
+    assert [r["id"] for r in rows(table.scan(version=1))] == [1, 2, 3, 4]
+
+
+def test_primary_key_partitions_are_merged_newest_row_per_key(catalog: Catalog) -> None:
+    table = catalog.create_table("s.pk", "id BIGINT, dt STRING, amount DOUBLE", partition_by=["dt"], primary_key=["id"])
+    add(table, pa.table({"id": [1, 2, 3], "amount": [1.0, 2.0, 3.0]}), {"dt": "a"})
+    add(table, pa.table({"id": [1], "amount": [9.0]}), {"dt": "b"})  # another partition: another row
+    # an update of 1 and a tombstone for 2, then an older sequence for 3 that must lose to version 1
+    delta = {"id": [1, 2], "amount": [10.0, None], "_acid_op": ["U", "D"], "_acid_seq": pa.nulls(2, pa.int64())}
+    add(table, pa.table(delta), {"dt": "a"}, operation="update")
+    old = pa.table({"id": [3], "amount": [33.0], "_acid_op": ["U"], "_acid_seq": pa.array([0], pa.int64())})
+    add(table, old, {"dt": "a"}, operation="update")
+    assert [(r["id"], r["dt"], r["amount"]) for r in rows(table.scan())] == [
+        (1, "a", 10.0),
+        (1, "b", 9.0),
+        (3, "a", 3.0),
+    ]
+    # a filter on a non-key column applies to the merged row, never to an older version of it
+    assert [r["id"] for r in rows(table.scan(where="amount = 1.0"))] == []
+    assert [(r["id"], r["amount"]) for r in rows(table.scan(version=1))] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+
+
+def test_to_batches_streams_and_the_engines_get_the_same_rows(sales: Table) -> None:
+    reader = sales.scan(where="id > 1").to_batches()
+    assert isinstance(reader, pa.RecordBatchReader)
+    batches = list(reader)
+    assert max(b.num_rows for b in batches) <= 2  # no batch holds more than one file's rows
+    assert sorted(r["id"] for b in batches for r in b.to_pylist()) == [2, 3, 4, 5]
+    frame = sales.scan(columns=["id", "dt"]).to_pandas()
+    assert sorted(frame["id"].tolist()) == [1, 2, 3, 4, 5]
+    assert isinstance(sales.scan().to_dataset(), ds.FileSystemDataset)  # lazy: engines push their filters down
+    assert sales.scan(where="amount > 25").to_dataset().to_table().num_rows == 3
+
+
+def test_polars_and_duckdb_read_the_rows(sales: Table) -> None:
+    polars = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    frame = sales.scan(where="dt IS NOT NULL").to_polars()
+    assert isinstance(frame, polars.DataFrame)
+    assert sorted(frame["id"].to_list()) == [1, 2, 5]
+    connection = duckdb.connect()
+    sales.scan().to_duckdb(connection, "sales")
+    assert connection.sql("SELECT count(*), sum(amount) FROM sales WHERE dt IS NULL").fetchall() == [(2, 70.0)]
+
+
+def test_a_missing_engine_is_named(sales: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "polars", None)  # what `import polars` meets where it is not installed
+    with pytest.raises(ModuleNotFoundError, match=r"to_polars\(\) needs polars.*acidtables\[polars\]"):
+        sales.scan().to_polars()

@@ -1,5 +1,6 @@
 """Property: at every version of a random history, `Table.scan().to_arrow()` (no Spark) returns exactly the
-rows and schema `SparkTable.read(version=...)` returns.
+rows and schema `SparkTable.read(version=...)` returns, and on a table with a Delta mirror, delta-rs
+reading the mirror at that version returns them too.
 
 Histories mix appends, static and replace-where overwrites, updates, deletes and merges, minor and major
 compactions, a column added mid-history, NULL and odd partition values, and restores, on each table shape
@@ -17,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -32,7 +34,8 @@ SCHEMA = "id BIGINT, dt STRING, amount DOUBLE, day DATE, price DECIMAL(10,2)"
 #: NULL, a value Hive-style directories must escape, and a non-ASCII one
 PARTITIONS = ("2026-11-01", None, "a/b=c %41", "ü x")
 SHAPES: dict[str, dict[str, Any]] = {
-    "copy-on-write": {"partition_by": ["dt"]},
+    # the shape a Delta mirror can express: delta-rs reads every version too
+    "copy-on-write": {"partition_by": ["dt"], "properties": {"mirror.formats": "delta"}},
     "deletion vectors": {"partition_by": ["dt"], "row_level_concurrency": True},
     "primary key": {"partition_by": ["dt"], "primary_key": ["id"]},
 }
@@ -128,8 +131,15 @@ def test_scan_reads_what_spark_reads_at_every_version(
             _apply(spark, t, action, state)
         except AcidTablesError:  # a step the table refuses is not what this test is about
             continue
+    mirrored = bool(table.sync_mirror().enabled)
     for version in range(table.version + 1):
         expected = t.read(version=version).toArrow()
         got = table.scan(version=version).to_arrow()
         assert got.schema.equals(expected.schema), (version, got.schema, expected.schema)
         assert _sorted_rows(got) == _sorted_rows(expected), (shape, version, history)
+        if mirrored:
+            delta = DeltaTable(table.location, version=version).to_pyarrow_table()
+            assert _sorted_rows(delta.select(got.schema.names).cast(got.schema)) == _sorted_rows(got), (
+                version,
+                history,
+            )

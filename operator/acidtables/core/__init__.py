@@ -8,6 +8,7 @@ Its packages, each importing only those listed after it (an import-linter contra
 
     catalog/        Catalog and Table: where a user's call comes in
     maintenance/    compaction planning, retention (expire, vacuum), cleanup, fsck, repair, live rows
+    mirror/         the Delta Lake log kept beside a table for Delta readers (mirror.formats)
     read/           rows without Spark: a snapshot's files read into Arrow as Spark reads them
     commit/         a transaction, the committer's compare-and-swap and rebase, the conflict rules
     schema/         DDL, column types, the schema a data file must have
@@ -98,6 +99,7 @@ from acidtables.core.maintenance.fsck import FsckCheck, FsckReport
 from acidtables.core.maintenance.live_rows import LiveRowCounter, RowCounts
 from acidtables.core.maintenance.repair import RepairReport
 from acidtables.core.maintenance.retention import ExpireReport, Retention, VacuumReport, read_retention
+from acidtables.core.mirror import MIRROR_PROPERTY, MirrorState, mirror_formats
 from acidtables.core.names import split_name
 from acidtables.core.process_exit import exit_process
 from acidtables.core.read import TableScan, arrow_type, read_schema
@@ -115,6 +117,7 @@ __all__ = [
     "ENDPOINTS",
     "HIVE_NULL",
     "LOCAL_ETCD_MARKER",
+    "MIRROR_PROPERTY",
     "OP_COLUMN",
     "SEQ_COLUMN",
     "STAGING_LEVELS",
@@ -161,6 +164,7 @@ __all__ = [
     "Leadership",
     "Literal",
     "LiveRowCounter",
+    "MirrorState",
     "Not",
     "ObjectStore",
     "Operation",
@@ -199,6 +203,7 @@ __all__ = [
     "location_key",
     "merge_rows_on_read",
     "might_match",
+    "mirror_formats",
     "parse_duration",
     "parse_predicate",
     "parse_schema",

@@ -33,6 +33,7 @@ from acidtables.core.log.operations import IsolationLevel, OpClass, Operation, P
 from acidtables.core.log.records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, seal_entry
 from acidtables.core.log.services import Services
 from acidtables.core.maintenance.maintenance import DropReport, delete_table_data
+from acidtables.core.mirror import check_mirror
 from acidtables.core.names import IDENTIFIER, split_name
 from acidtables.core.schema.ddl import check_properties, parse_schema
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
@@ -318,6 +319,7 @@ class Catalog:
                 now_us=now,
                 lease_seconds=self.settings.commit.lease_ttl_seconds,
             )
+            check_mirror(metadata, storage, method=method)
             owner = Owner(table_id, metadata.name)
             claim(storage, owner, clear_dropped=reuse)
         except FileExistsError:

@@ -38,6 +38,7 @@ from acidtables.core.maintenance.maintenance import CleanupReport
 from acidtables.core.maintenance.repair import RepairReport, repair, repair_checkpoints
 from acidtables.core.maintenance.restore import restore
 from acidtables.core.maintenance.retention import ExpireReport, VacuumReport, check_minimum, check_readable
+from acidtables.core.mirror import MirrorState, delta_state, sync_delta
 from acidtables.core.read.scan import TableScan
 from acidtables.core.storage.storage import Storage
 
@@ -269,6 +270,18 @@ class Table:
             columns=columns,
             limit=limit,
         )
+
+    @names_damage
+    def sync_mirror(self) -> MirrorState:
+        """Bring the table's mirrors (`mirror.formats`) up to its newest version now, instead of waiting
+        for the background writer; removes the mirror of a table whose property no longer names it.
+        The operator calls this for every table it manages."""
+        return sync_delta(self._services, self.table_id, self.location)
+
+    @names_damage
+    def mirror_state(self) -> MirrorState:
+        """How far the Delta mirror is: its newest version, the table's, and since when it is behind."""
+        return delta_state(self._services, self.table_id, self.location)
 
     @names_damage
     def version_at(self, timestamp: TimeLike, *, method: str = "version_at") -> int:

@@ -36,6 +36,7 @@ from acidtables.core.log.operations import IsolationLevel, Operation
 from acidtables.core.log.records import CommitInfo, CommitRecord, Head, seal_entry, to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
+from acidtables.core.mirror import mirror_formats, schedule_mirror
 
 logger = logging.getLogger(__name__)
 
@@ -360,6 +361,9 @@ class _Committer:
         if self.services.checkpoint_due(table, record):
             # off the commit path, on a thread of this process (issue 32)
             self.services.checkpointer.schedule(table, (record.version, self.txn_id))
+        if mirror_formats(record.metadata or self.meta) or (record.metadata is not None and mirror_formats(self.meta)):
+            # the Delta mirror catches up off the commit path too; an ALTER that turned it off removes it
+            schedule_mirror(self.services, table, record.version)
         logger.debug(
             "%s: txn %s committed version %d after %d retries",
             self.meta.name,

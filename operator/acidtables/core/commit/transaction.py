@@ -42,6 +42,7 @@ from acidtables.core.log.records import (
 )
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot
+from acidtables.core.mirror import check_mirror
 from acidtables.core.schema.ddl import check_properties, parse_schema
 from acidtables.core.storage.storage import Storage
 
@@ -480,7 +481,10 @@ class Transaction:
             raise InvalidArgumentError(
                 f"{method}(): nothing to change; give add_columns, properties or isolation_level"
             )
-        self._new_metadata = replace(current, **changes)
+        updated = replace(current, **changes)
+        if properties:
+            check_mirror(updated, self.storage, method=method)
+        self._new_metadata = updated
 
     def upgrade_protocol(
         self, *, reader_version: int | None = None, writer_version: int | None = None, features: Sequence[str] = ()

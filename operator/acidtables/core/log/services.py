@@ -79,6 +79,21 @@ class Services:
         self.checkpointer: BackgroundWork[tuple[str, str], tuple[int, str]] = BackgroundWork(
             "acidtables-checkpointer", self._checkpoint, combine=max
         )
+        #: more background work by name (the mirrors), made by the layers above at first use
+        self._background: dict[str, BackgroundWork[Any, Any]] = {}
+        self._background_lock = threading.Lock()
+
+    def background(
+        self, name: str, work: Callable[[Any, Any], None], combine: Callable[[Any, Any], Any] = max
+    ) -> BackgroundWork[Any, Any]:
+        """The one `BackgroundWork` of this name (created with `work` at the first call), closed with
+        these services: how a layer above the log (the Delta mirror) runs work off the commit path
+        without the log knowing it."""
+        with self._background_lock:
+            found = self._background.get(name)
+            if found is None:
+                found = self._background[name] = BackgroundWork(name, work, combine=combine)
+            return found
 
     def checkpoint_due(self, table: tuple[str, str], record: CommitRecord) -> bool:
         """Whether the commit of `record` should ask for a checkpoint: every `checkpoint_interval`
@@ -110,20 +125,28 @@ class Services:
             )
 
     def flush(self, timeout_seconds: float = 30.0) -> bool:
-        """Wait for the checkpoints and archiving this process asked for (a process about to exit), within
-        one deadline for both; False if they took longer."""
+        """Wait for the checkpoints, archiving and mirroring this process asked for (a process about to
+        exit), within one deadline for all; False if they took longer."""
         deadline = time.monotonic() + timeout_seconds
-        return self.checkpointer.flush(timeout_seconds) and self.archiver.flush(max(0.0, deadline - time.monotonic()))
+        with self._background_lock:
+            works: list[BackgroundWork[Any, Any]] = [self.checkpointer, self.archiver, *self._background.values()]
+        return all([work.flush(max(0.0, deadline - time.monotonic())) for work in works])
 
     def settle(self, table_id: str, location: str) -> bool:
         """Drop the table's queued checkpoint and archiving and wait out any running (before a drop)."""
         table = (table_id, location)
-        return self.checkpointer.settle(table) and self.archiver.settle(table)
+        with self._background_lock:
+            works: list[BackgroundWork[Any, Any]] = [self.checkpointer, self.archiver, *self._background.values()]
+        return all([work.settle(table) for work in works])
 
     def close(self) -> None:
         """End the background threads (what is still queued is dropped: `flush` first to finish it)."""
         self.checkpointer.close()
         self.archiver.close()
+        with self._background_lock:
+            extra = list(self._background.values())
+        for work in extra:
+            work.close()
         self.registrar.close()
 
     def report(self, event: CommitEvent, detail: Mapping[str, Any] | None = None) -> None:

@@ -24,6 +24,7 @@ from acidtables.core.log.records import to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.tablelog import archive_log, oldest_registered_read
 from acidtables.core.maintenance.metadata_files import unreferenced_metadata
+from acidtables.core.mirror import mirror_formats, trim_delta
 from acidtables.core.storage.locations import check_owner
 from acidtables.core.storage.storage import DATA_DIR, Storage
 
@@ -246,6 +247,10 @@ def vacuum(
     dead_metadata = unreferenced_metadata(storage, log, floor, name, older_than=cutoff / 1_000_000)
     if dry_run:
         return VacuumReport(len(doomed), sum(removed[p] for p in doomed), True, tuple(doomed), (), tuple(dead_metadata))
+    if doomed and mirror_formats(services.snapshots.load(table_id, location, head).metadata):
+        # a Delta reader must never be offered a version whose files are about to go: the mirror drops
+        # every version before the floor first (and vacuum deletes nothing if it cannot)
+        trim_delta(services, table_id, location, floor)
     deleted, failed = _delete_each(storage, doomed, name)
     freed = sum(removed[p] for p in deleted)
     metadata_deleted, _ = _delete_each(storage, dead_metadata, name)

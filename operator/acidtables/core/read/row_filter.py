@@ -22,7 +22,7 @@ import sqlglot
 from sqlglot import expressions as exp
 from sqlglot.errors import SqlglotError
 
-from acidtables.core.errors import InvalidArgumentError
+from acidtables.core.errors import AcidTablesError, InvalidArgumentError
 
 SUPPORTED = (
     "comparisons (= == != <> < <= > >= <=>), AND, OR, NOT, IN, BETWEEN, IS [NOT] NULL, [NOT] LIKE, "
@@ -47,7 +47,7 @@ _ARITHMETIC: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
 _NULL_BOOL = pc.scalar(pa.scalar(None, pa.bool_()))
 
 
-class _Refused(Exception):
+class _Refused(AcidTablesError):
     """Control flow: the text uses something the translation does not cover (never escapes)."""
 
 

@@ -306,6 +306,23 @@ class Storage:
         finally:
             temporary.unlink(missing_ok=True)
 
+    def replace(self, relative: str, data: bytes) -> None:
+        """Write a file whose name is reused, whole or not at all: only for hints other formats define as
+        overwritten (Delta's `_delta_log/_last_checkpoint`), never for the table's own files. Locally a
+        temporary file renamed over it; on an object store a PUT, which replaces atomically."""
+        if self._root is None:
+            with self._fs.open_output_stream(self._remote(relative)) as out:
+                out.write(data)
+            return
+        target = self._local(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        with open(temporary, "xb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+
     def read(self, relative: str) -> bytes:
         if self._root is not None:
             return self._local(relative).read_bytes()

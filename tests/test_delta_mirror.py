@@ -1,0 +1,186 @@
+"""The Delta Lake mirror (`mirror.formats` = `delta`): delta-rs reads every version acidtables offers, as
+`Table.scan` reads it; Delta writers are refused; a crash leaves a readable earlier version that catches
+up; vacuum never leaves Delta a version whose files are gone; what Delta cannot express is refused.
+
+Files are committed through the core API (real Parquet files); test_scan_equivalence checks histories
+Spark wrote.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from acidtables import Catalog, DataFile, Table
+from acidtables.core.coordination.coordinator import Coordinator
+from acidtables.core.coordination.waiting import wait_for
+from acidtables.core.log.services import Services, wall_clock_us
+from acidtables.errors import InvalidArgumentError
+
+deltalake = pytest.importorskip("deltalake")
+
+_files = itertools.count()
+MIRRORED = {"mirror.formats": "delta", "mirror.delta.checkpointInterval": "3"}
+
+
+def commit(
+    table: Table,
+    rows: Mapping[str, Sequence[Any]] | None,
+    partition: Mapping[str, Any] | None = None,
+    *,
+    operation: str = "insert_into",
+    remove: Sequence[DataFile] = (),
+) -> None:
+    with table.begin(operation) as tx:
+        if remove:
+            tx.remove_files(remove)
+        if rows is not None:
+            path = Path(tx.staging_dir) / f"part-{next(_files):05d}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            data = pa.table(dict(rows))
+            pq.write_table(data, path)
+            tx.add_files([DataFile(str(path), dict(partition or {}), data.num_rows, path.stat().st_size)])
+        tx.commit()
+
+
+def sorted_rows(data: pa.Table, schema: pa.Schema) -> list[tuple[Any, ...]]:
+    data = data.select(schema.names).cast(schema)
+    return sorted((tuple(r.values()) for r in data.to_pylist()), key=lambda r: tuple((v is None, str(v)) for v in r))
+
+
+def delta_rows(table: Table, version: int) -> list[tuple[Any, ...]]:
+    schema = table.scan(version=version).schema
+    return sorted_rows(deltalake.DeltaTable(table.location, version=version).to_pyarrow_table(), schema)
+
+
+def delta_log(table: Table) -> list[str]:
+    return sorted(p.name for p in (Path(table.location) / "_delta_log").iterdir())
+
+
+@pytest.fixture
+def events(catalog: Catalog) -> Table:
+    """Six versions: appends into odd and NULL partitions, an overwrite, a column added, a delete."""
+    table = catalog.create_table(
+        "m.events", "id BIGINT, dt STRING, amount DOUBLE", partition_by=["dt"], properties=MIRRORED
+    )
+    commit(table, {"id": [1, 2], "amount": [1.0, 2.0]}, {"dt": "a/b=c %41"})
+    commit(table, {"id": [3]}, {"dt": None})
+    first = table.snapshot().files
+    commit(table, {"id": [4], "amount": [4.0]}, {"dt": "ü x"}, operation="insert_overwrite", remove=first[:1])
+    catalog.alter_table("m.events", add_columns="note STRING")
+    commit(table, {"id": [5], "amount": [5.0], "note": ["n"]}, {"dt": "ü x"})
+    commit(table, None, operation="delete", remove=[f for f in table.snapshot().files if f.partition["dt"] is None])
+    return table
+
+
+def test_delta_readers_see_every_version_as_acidtables_does(events: Table) -> None:
+    state = events.sync_mirror()
+    assert (state.version, state.head, state.lag_versions) == (6, 6, 0)
+    for version in range(events.version + 1):
+        assert delta_rows(events, version) == sorted_rows(
+            events.scan(version=version).to_arrow(), events.scan(version=version).schema
+        ), version
+    log = delta_log(events)
+    assert "00000000000000000003.checkpoint.parquet" in log and "00000000000000000006.checkpoint.parquet" in log
+    last = json.loads((Path(events.location) / "_delta_log" / "_last_checkpoint").read_text())
+    assert last["version"] == 6
+    history = deltalake.DeltaTable(events.location).history()
+    assert [h["operation"] for h in history][:2] == ["DELETE", "WRITE"]
+
+
+def test_the_committing_process_mirrors_in_the_background(events: Table) -> None:
+    wait_for(lambda: events.mirror_state().lag_versions == 0, 30, message="the mirror to catch up")
+    assert deltalake.DeltaTable(events.location).version() == events.version
+
+
+def test_delta_writers_are_refused(events: Table) -> None:
+    events.sync_mirror()
+    before = delta_log(events)
+    with pytest.raises(Exception, match="acidtablesCommits"):
+        deltalake.write_deltalake(events.location, pa.table({"id": [9], "dt": ["x"]}), mode="append")
+    assert delta_log(events) == before
+    assert events.version == 6
+
+
+def test_a_crash_leaves_an_earlier_version_that_catches_up(events: Table) -> None:
+    events.sync_mirror()
+    log = Path(events.location) / "_delta_log"
+    for name in ("00000000000000000005.json", "00000000000000000006.json", "00000000000000000006.checkpoint.parquet"):
+        (log / name).unlink()  # as if the writer died before writing them
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 3, "size": 4}))
+    (log / ".00000000000000000005.json.1234abcd.tmp").write_bytes(b'{"add": {"pa')  # a torn temporary file
+    assert deltalake.DeltaTable(events.location).version() == 4
+    assert delta_rows(events, 4) == sorted_rows(events.scan(version=4).to_arrow(), events.scan(version=4).schema)
+    assert events.mirror_state().lag_versions == 2
+    events.sync_mirror()
+    assert deltalake.DeltaTable(events.location).version() == 6
+
+
+def test_vacuum_never_leaves_delta_a_version_whose_files_are_gone(catalog: Catalog, events: Table) -> None:
+    events.sync_mirror()
+    # a month later, so the files removed in the history are past every window vacuum keeps
+    month = 30 * 86_400 * 1_000_000
+    services = Services(catalog.settings, Coordinator(catalog.settings.etcd), clock=lambda: wall_clock_us() + month)
+    with Catalog(catalog.settings, services=services) as later:
+        table = later.table("m.events")
+        table.expire(retain_versions=1, retain_duration="0s", force=True)
+        report = table.vacuum(retain_duration="0s", force=True)
+    assert report.files_deleted == 2  # the overwritten file and the deleted partition's
+    log = delta_log(events)
+    assert not [name for name in log if name[:20].isdigit() and int(name[:20]) < 6]
+    assert delta_rows(events, 6) == sorted_rows(events.scan().to_arrow(), events.scan().schema)
+    with pytest.raises(Exception):  # noqa: B017 - whichever error delta-rs names for a version it lacks
+        deltalake.DeltaTable(events.location, version=4)
+
+
+def test_turning_the_mirror_off_removes_its_log(catalog: Catalog, events: Table) -> None:
+    events.sync_mirror()
+    catalog.alter_table("m.events", properties={"mirror.formats": ""})
+    state = events.sync_mirror()
+    assert not state.enabled
+    assert delta_log(events) == []
+
+
+def test_turning_it_on_later_mirrors_from_the_oldest_retained_version(catalog: Catalog) -> None:
+    table = catalog.create_table("m.late", "id BIGINT")
+    commit(table, {"id": [1]})
+    commit(table, {"id": [2]})
+    catalog.alter_table("m.late", properties={"mirror.formats": "delta"})
+    table.sync_mirror()
+    assert [delta_rows(table, v) for v in range(4)] == [[], [(1,)], [(1,), (2,)], [(1,), (2,)]]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"primary_key": ["id"]}, "has a primary key"),
+        ({"row_level_concurrency": True}, "deletion vectors are acidtables' own"),
+        ({"properties": {"mirror.formats": "delta,iceberg"}}, "names iceberg; the formats are delta"),
+        ({"properties": {"mirror.formats": "delta", "mirror.delta.checkpointInterval": "0"}}, "whole number >= 1"),
+    ],
+)
+def test_what_delta_cannot_express_is_refused(catalog: Catalog, options: dict[str, Any], message: str) -> None:
+    properties = {"mirror.formats": "delta", **options.pop("properties", {})}
+    with pytest.raises(InvalidArgumentError, match=message):
+        catalog.create_table("m.refused", "id BIGINT", properties=properties, **options)
+    assert catalog.list_tables("m") == []
+
+
+def test_a_location_holding_another_writers_delta_log_is_refused(catalog: Catalog, tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign"
+    deltalake.write_deltalake(str(foreign), pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match="is not empty and it is not an acidtables table"):
+        catalog.create_table("m.foreign", "id BIGINT", location=str(foreign), properties={"mirror.formats": "delta"})
+    # a Delta writer that wrote into a table's location before its mirror was turned on
+    table = catalog.create_table("m.shared", "id BIGINT")
+    deltalake.write_deltalake(table.location, pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match=r"already holds a Delta log .* that another Delta writer made"):
+        catalog.alter_table("m.shared", properties={"mirror.formats": "delta"})
+    assert table.version == 0

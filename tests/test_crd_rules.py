@@ -184,6 +184,8 @@ REFUSED_AT_CREATE = [
     ),
     (table(primaryKey=["id"], rowLevelConcurrency=True), "rowLevelConcurrency needs the delta conflict policy"),
     (table(primaryKey=["id"], conflictDetection="statistics"), "conflictDetection applies to the delta conflict"),
+    (table(primaryKey=["id"], mirror=["delta"]), "mirror: [delta] is for tables without a primary key"),
+    (table(rowLevelConcurrency=True, mirror=["delta"]), "mirror: [delta] is for tables without a primary key"),
     (job(type="cluster"), "clusterBy is required for type cluster and only allowed there"),
     (job(type="cluster", clusterBy=[]), "clusterBy is required for type cluster and only allowed there"),
     (job(clusterBy=["id"]), "clusterBy is required for type cluster and only allowed there"),
@@ -252,6 +254,8 @@ def test_every_rule_has_a_spec_it_refuses() -> None:
         table(primaryKey=["id"], conflictDetection="partitions"),
         table(conflictDetection="statistics"),
         job(type="cluster", clusterBy=["id"]),
+        table(mirror=["delta"]),
+        table(primaryKey=["id"], mirror=[]),
     ],
     ids=[
         "maxcompute with a key",
@@ -261,6 +265,8 @@ def test_every_rule_has_a_spec_it_refuses() -> None:
         "partitions anywhere",
         "statistics on delta",
         "cluster job",
+        "a mirror",
+        "mirror off with a key",
     ],
 )
 def test_a_spec_each_rule_allows_is_accepted(resource: dict[str, Any]) -> None:

@@ -799,3 +799,86 @@ def test_a_streams_commits_count_like_any_others(
         lambda: sample_value(op, "acidtables_cluster_commits_total", **labels) == 3, "three commits counted", SECONDS
     )
     assert sample_value(op, "acidtables_cluster_retries_total", **labels) == 0
+
+
+# --- the Delta mirror (issue 43, item 3) ---------------------------------------------------------------
+
+MIRRORING = {"mirror_check_seconds": 0.5, "mirror_lag_threshold_seconds": 1.0}
+
+
+def mirror_status(op: KmockOperator, **expected: Any) -> dict[str, Any]:
+    def matches() -> dict[str, Any] | None:
+        found = get(op, "acidtables", "orders").get("status", {}).get("mirror") or {}
+        return found if all(found.get(k) == v for k, v in expected.items()) else None
+
+    status: dict[str, Any] = op.eventually(matches, f"status.mirror with {expected}", SECONDS)
+    return status
+
+
+@pytest.mark.parametrize("op", [MIRRORING], indirect=True)
+def test_spec_mirror_keeps_a_delta_log_the_operator_catches_up_and_reports(
+    op: KmockOperator, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator is the backstop for commits whose process did not mirror them (here: no process
+    does, the committers' background mirroring is switched off), and says how far the mirror is."""
+    import acidtables.core.commit.committer as committer
+
+    monkeypatch.setattr(committer, "schedule_mirror", lambda *args: None)
+    ready_table(op, mirror=["delta"])
+    table = catalog.table("sales.orders")
+    assert table.metadata.properties["mirror.formats"] == "delta"
+    for _ in range(3):
+        with table.begin("insert_into") as tx:
+            tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=2)])
+            tx.commit()
+    mirror_status(op, version=3, tableVersion=3, lagVersions=0)
+    import deltalake
+
+    assert deltalake.DeltaTable(table.location).to_pyarrow_table().num_rows == 6
+    labels = {"namespace": NS, "table": "orders", "format": "delta"}
+    assert sample_value(op, "acidtables_mirror_lag_versions", **labels) == 0
+
+
+@pytest.mark.parametrize("op", [MIRRORING], indirect=True)
+def test_a_mirror_behind_for_longer_than_the_threshold_degrades_the_table_until_it_catches_up(
+    op: KmockOperator, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import acidtables.core.catalog.table as core_table
+    import acidtables.core.commit.committer as committer
+
+    monkeypatch.setattr(committer, "schedule_mirror", lambda *args: None)
+    ready_table(op, mirror=["delta"])
+    mirror_status(op, version=0, lagVersions=0)
+    real_sync = getattr(core_table, "sync_delta")  # noqa: B009 - the name the module imported, patched below
+
+    def store_down(*args: Any) -> Any:
+        raise OSError("the object store refused the write")
+
+    monkeypatch.setattr(core_table, "sync_delta", store_down)
+    table = catalog.table("sales.orders")
+    with table.begin("insert_into") as tx:
+        tx.add_files([staged_parquet(tx, {"dt": "a"})])
+        tx.commit()
+    degraded = with_condition(op, "acidtables", "orders", "Degraded")
+    assert condition(degraded, "Degraded")["reason"] == "MirrorBehind"  # type: ignore[index]
+    assert "at version 0, the table at 1" in condition(degraded, "Degraded")["message"]  # type: ignore[index]
+    assert "the object store refused the write" in degraded["status"]["mirror"]["lastError"]
+    assert sample_value(op, "acidtables_mirror_lag_versions", namespace=NS, table="orders", format="delta") == 1
+    event_with(op, "orders", "MirrorBehind")
+    monkeypatch.setattr(core_table, "sync_delta", real_sync)
+    mirror_status(op, version=1, lagVersions=0)
+    op.eventually(
+        lambda: condition(get(op, "acidtables", "orders"), "Degraded")["reason"] == "MirrorCaughtUp",  # type: ignore[index]
+        "Degraded=False, MirrorCaughtUp",
+        SECONDS,
+    )
+    assert condition(get(op, "acidtables", "orders"), "Degraded")["status"] == "False"  # type: ignore[index]
+
+
+def test_a_mirror_on_a_primary_key_table_is_an_invalid_spec_naming_why(op: KmockOperator, catalog: Catalog) -> None:
+    create(op, "acidtables", table_resource("orders", primaryKey=["id"], mirror=["delta"]))
+    table = with_condition(op, "acidtables", "orders", "Degraded")
+    assert condition(table, "Degraded")["reason"] == "InvalidSpec"  # type: ignore[index]
+    assert "has a primary key" in condition(table, "Degraded")["message"]  # type: ignore[index]
+    with pytest.raises(TableNotFoundError):
+        catalog.table("sales.orders")

@@ -451,6 +451,16 @@ class ClusterMetrics:
         self.etcd_bytes = Gauge(
             "acidtables_table_etcd_bytes", "Bytes (keys and values) a table holds in etcd", table, registry=registry
         )
+        mirror = ("namespace", "table", "format")
+        self.mirror_lag_versions = Gauge(
+            "acidtables_mirror_lag_versions", "Versions a table's mirror is behind the table", mirror, registry=registry
+        )
+        self.mirror_lag_seconds = Gauge(
+            "acidtables_mirror_lag_seconds",
+            "Seconds since the oldest version a table's mirror lacks was committed (0 when caught up)",
+            mirror,
+            registry=registry,
+        )
         self._seen_events: set[str] = set()
         self._known_tables: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -546,6 +556,11 @@ class ClusterMetrics:
         namespace, table = split_name(table_name, method="metrics")
         self.etcd_keys.labels(namespace, table).set(keys)
         self.etcd_bytes.labels(namespace, table).set(size)
+
+    def mirror_lag(self, table_name: str, format_: str, versions: int, seconds: float) -> None:
+        namespace, table = split_name(table_name, method="metrics")
+        self.mirror_lag_versions.labels(namespace, table, format_).set(versions)
+        self.mirror_lag_seconds.labels(namespace, table, format_).set(seconds)
 
     def job_finished(self, kind: str, result: str, seconds: float | None, bytes_rewritten: int) -> None:
         self.jobs.labels(kind, result).inc()

@@ -75,6 +75,10 @@ class OperatorConfig:
     maintenance_interval_seconds: float = 3600.0
     #: a table without commits for this long (and nothing in flight) keeps one log entry in etcd
     archive_quiet_seconds: float = 600.0
+    #: how often the mirror timer catches each mirrored table's Delta log up (spec.mirror)
+    mirror_check_seconds: float = 30.0
+    #: a table whose mirror has been behind for longer than this is Degraded (MirrorBehind)
+    mirror_lag_threshold_seconds: float = 300.0
     #: a volume source (Kubernetes' shape) job pods mount at `warehouse_path`; None: an object store
     warehouse_volume: Mapping[str, Any] | None = None
     #: the warehouse's path in every pod, when it is a mounted volume
@@ -117,6 +121,8 @@ class OperatorConfig:
             maintenance_check_seconds=float(env.get("ACIDTABLES_MAINTENANCE_CHECK_SECONDS") or 60),
             maintenance_interval_seconds=float(env.get("ACIDTABLES_MAINTENANCE_INTERVAL_SECONDS") or 3600),
             archive_quiet_seconds=float(env.get("ACIDTABLES_ARCHIVE_QUIET_SECONDS") or 600),
+            mirror_check_seconds=float(env.get("ACIDTABLES_MIRROR_CHECK_SECONDS") or 30),
+            mirror_lag_threshold_seconds=float(env.get("ACIDTABLES_MIRROR_LAG_THRESHOLD_SECONDS") or 300),
             warehouse_volume=volume,
             warehouse_path=path,
             create_job_accounts=(env.get("ACIDTABLES_JOB_ACCOUNTS_CREATE") or "").lower() in ("1", "true", "yes"),

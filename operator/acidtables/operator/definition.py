@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acidtables.core import CONFLICT_DETECTION_PROPERTY, Column, InvalidArgumentError, TableMetadata, parse_schema
+from acidtables.core import (
+    CONFLICT_DETECTION_PROPERTY,
+    MIRROR_PROPERTY,
+    Column,
+    InvalidArgumentError,
+    TableMetadata,
+    parse_schema,
+)
 
 #: the table property that holds an AcidTable's compaction settings (JSON)
 COMPACTION_PROPERTY = "acidtables.compaction"
@@ -36,7 +43,8 @@ class TableDefinition:
     conflict_policy: str
     isolation_level: str | None
     row_level_concurrency: bool
-    #: the spec's compaction settings, kept with the table (a change is a metadata commit)
+    #: the spec's compaction, conflict detection and mirror settings, kept with the table (a change is a
+    #: metadata commit)
     properties: Mapping[str, str]
 
     @staticmethod
@@ -62,6 +70,8 @@ class TableDefinition:
             properties={
                 COMPACTION_PROPERTY: json.dumps(spec.get("compaction") or {}, sort_keys=True),
                 CONFLICT_DETECTION_PROPERTY: str(spec.get("conflictDetection") or "partitions"),
+                # spec.mirror: [delta] turns the Delta log mirror on; [] or no field turns it off
+                MIRROR_PROPERTY: ",".join(str(f) for f in spec.get("mirror") or ()),
             },
         )
 
@@ -101,7 +111,12 @@ class TableDefinition:
     def changed_properties(self, meta: TableMetadata) -> dict[str, str]:
         """Properties the spec sets to other values than the table has (an ALTER ... SET TBLPROPERTIES)."""
         # no setting means the default: empty compaction settings, partition-level conflict detection
-        have = {COMPACTION_PROPERTY: "{}", CONFLICT_DETECTION_PROPERTY: "partitions", **meta.properties}
+        have = {
+            COMPACTION_PROPERTY: "{}",
+            CONFLICT_DETECTION_PROPERTY: "partitions",
+            MIRROR_PROPERTY: "",
+            **meta.properties,
+        }
         return {k: v for k, v in self.properties.items() if have.get(k) != v}
 
     def added_columns(self, meta: TableMetadata) -> list[Column]:

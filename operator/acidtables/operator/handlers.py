@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +22,7 @@ from acidtables.core import (
     partition_files,
 )
 
-from . import autocompact, compactions, conditions, driving, executor_failures, maintenance, tables
+from . import autocompact, compactions, conditions, driving, executor_failures, maintenance, mirroring, tables
 from .config import OperatorConfig
 from .context import OperatorContext
 from .definition import catalog_name
@@ -123,7 +124,7 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
                 part
                 for part in (
                     f"added columns {', '.join(result.added_columns)}" if result.added_columns else "",
-                    "compaction settings changed" if result.changed_properties else "",
+                    f"properties {', '.join(result.changed_properties)} changed" if result.changed_properties else "",
                 )
                 if part
             ),
@@ -311,6 +312,53 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
             patch.status.update(outcome.status)
         for kind, reason, message in outcome.events:
             kopf.event(body, type=kind, reason=reason, message=message)
+
+    @kopf.timer(GROUP, VERSION, "acidtables", interval=config.mirror_check_seconds, registry=registry)
+    def mirror_table(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        name: str,
+        namespace: str | None,
+        meta: kopf.Meta,
+        patch: kopf.Patch,
+        memo: Any,
+        **_: Any,
+    ) -> None:
+        """Catch a mirrored table's Delta log up and say how far behind it was (operator.mirroring)."""
+        if not status.get("tableId") or not (spec.get("mirror") or status.get("mirror")):
+            return
+        assert namespace is not None
+        context: OperatorContext = memo
+        table = context.catalog.table(catalog_name(namespace, name))
+        now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
+        try:
+            report = mirroring.look_at_mirror(table, now_us, config.mirror_lag_threshold_seconds)
+        except AcidTablesError as exc:
+            raise kopf.TemporaryError(f"mirror of {table.name}: {type(exc).__name__}: {exc}", delay=60) from exc
+        patch.status["mirror"] = report.status
+        context.metrics.mirror_lag(table.name, "delta", report.lag_versions, report.lag_seconds)
+        previous = status.get("conditions")
+        degraded: Mapping[str, Any] = next((c for c in previous or () if c.get("type") == conditions.DEGRADED), {})
+        generation = meta.get("generation")
+        if report.behind is not None:
+            patch.status["conditions"] = conditions.merged(
+                previous,
+                conditions.condition(
+                    previous, conditions.DEGRADED, True, mirroring.MIRROR_BEHIND, report.behind, generation
+                ),
+            )
+            if degraded.get("reason") != mirroring.MIRROR_BEHIND:
+                kopf.warn(body, reason=mirroring.MIRROR_BEHIND, message=report.behind)
+        elif degraded.get("reason") == mirroring.MIRROR_BEHIND:
+            message = f"the Delta mirror of {table.name} caught up" if report.status else "the mirror is off"
+            patch.status["conditions"] = conditions.merged(
+                previous,
+                conditions.condition(
+                    previous, conditions.DEGRADED, False, mirroring.MIRROR_CAUGHT_UP, message, generation
+                ),
+            )
+            kopf.info(body, reason=mirroring.MIRROR_CAUGHT_UP, message=message)
 
     return registry
 

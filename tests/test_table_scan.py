@@ -24,7 +24,7 @@ import pytest
 
 from acidtables import Catalog, DataFile, Table
 from acidtables.core import FileKind, TableScan, read_schema
-from acidtables.errors import DataFilesMissingError, InvalidArgumentError, VersionNotFoundError
+from acidtables.errors import DataFilesMissingError, InvalidArgumentError, VersionExpiredError, VersionNotFoundError
 
 _files = itertools.count()
 
@@ -178,6 +178,9 @@ def test_time_travel_pins_a_version(sales: Table) -> None:
     assert sales.scan(version=0).to_arrow().num_rows == 0
     with pytest.raises(VersionNotFoundError, match="no version 99"):
         sales.scan(version=99)
+    sales.expire(retain_versions=1, retain_duration="0s", force=True)
+    with pytest.raises(VersionExpiredError, match="version 1 has expired"):
+        sales.scan(version=1)
 
 
 def test_files_stored_under_other_names_and_narrower_types_read_as_the_table(catalog: Catalog) -> None:

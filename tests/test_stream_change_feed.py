@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from tests.helpers.tables import source_options
 
@@ -98,6 +99,24 @@ def test_a_primary_key_upsert_of_an_existing_key_is_an_update(
         (v3, "delete", 1, "a", 10.0),
         (v3, "insert", 6, "a", 6.0),
     ]
+
+
+def test_a_primary_key_feed_whose_oldest_kept_commit_has_no_kept_predecessor_goes_on_after_it(
+    spark: SparkSession, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A primary-key commit's changes need the version before it; when retention keeps the commit but not
+    its predecessor, that commit's changes are lost too: failOnDataLoss says so, =false goes on after it."""
+    t = SparkTable(spark, catalog.create_table("cf.pkx", schema=SCHEMA, partition_by=["dt"], primary_key=["id"]))
+    t.insert_into(frame(spark, [(1, "a", 1.0)]))
+    checkpoint = tmp_path / "cp"
+    changes(spark, catalog, "cf.pkx", checkpoint)  # the snapshot, delivered
+    t.insert_into(frame(spark, [(1, "a", 2.0)]))
+    kept = t.insert_into(frame(spark, [(1, "a", 3.0)])).version
+    after = t.insert_into(frame(spark, [(2, "a", 4.0)])).version
+    t.table.expire(retain_versions=2, retain_duration="0s", force=True)
+    with pytest.raises(StreamingQueryException, match=f"needs versions {kept - 1}..{kept} next, which expired"):
+        changes(spark, catalog, "cf.pkx", checkpoint)
+    assert changes(spark, catalog, "cf.pkx", checkpoint, failOnDataLoss="false") == [(after, "insert", 2, "a", 4.0)]
 
 
 def test_a_merge_that_only_updated_streams_updates_and_a_mixed_one_deletes_and_inserts(

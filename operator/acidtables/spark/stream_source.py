@@ -327,6 +327,10 @@ class _Planner:
         file added since is read by a retained version, which vacuum never deletes."""
         retention, _ = read_retention(self.catalog.services.coordinator, self.table.table_id)
         oldest = retention.oldest_version
+        if self.change_feed and self.primary_key and not start.snapshot and oldest > 0:
+            # a primary-key commit's changes are worked out against the version before it
+            # (change_feed.commit_change), so the oldest kept version's own changes are lost too
+            oldest += 1
         if start.version >= oldest:
             return start
         upto = oldest - 1 if until is None else min(oldest - 1, until.version)

@@ -72,6 +72,12 @@ def test_a_merge_expression_that_does_not_resolve_fails_before_any_job(
     assert not [e for e in t.table.storage.list_dir("data") if t.table.find_commit(e.path.rsplit("=", 1)[-1]) is None]
 
 
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), -1, True, "30"])
+def test_wait_for_table_refuses_what_is_not_a_timeout(catalog: Catalog, timeout: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="timeout_seconds must be 0 or more and finite"):
+        catalog.wait_for_table("s.anything", timeout_seconds=timeout)
+
+
 def test_a_name_too_long_for_a_directory_is_refused(catalog: Catalog) -> None:
     with pytest.raises(InvalidArgumentError, match="at most 128"):
         catalog.create_table("sales." + "x" * 129, schema=SCHEMA)

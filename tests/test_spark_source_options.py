@@ -124,6 +124,12 @@ def test_options_arrive_lower_cased_and_are_read_by_their_documented_names() -> 
         ({"path": "a.b", "etcd.password": ""}, "read", r"option etcd.password=\*\*\* is empty"),
         ({"path": "a.b", "etcd.prefix": "no-slash"}, "read", "option etcd.prefix='no-slash' is not accepted"),
         ({"path": "a.b", "retention.minimum_seconds": "-1"}, "read", "must be 0 or more seconds"),
+        (
+            {"path": "a.b", "ignorechanges": "true"},
+            "stream_read",
+            "'ignorechanges' is not supported: .*skipChangeCommits",
+        ),
+        ({"path": "a.b", "readchangefeed": "true"}, "read", r"readChangeFeed does not apply to a read \(spark\.read\)"),
     ],
 )
 def test_each_rule_names_the_option(given: dict[str, str], step: str, message: str) -> None:

@@ -33,6 +33,11 @@ MAX_FILES_PER_TRIGGER, MAX_BYTES_PER_TRIGGER = "maxFilesPerTrigger", "maxBytesPe
 STARTING_VERSION, STARTING_TIMESTAMP = "startingVersion", "startingTimestamp"
 SKIP_CHANGE_COMMITS, IGNORE_DELETES, FAIL_ON_DATA_LOSS = "skipChangeCommits", "ignoreDeletes", "failOnDataLoss"
 READ_CHANGE_FEED = "readChangeFeed"
+#: Delta options acidtables does not take, and what to use instead
+_REPLACED = {
+    "ignorechanges": "Delta deprecated it for skipChangeCommits, which passes over commits that rewrite or remove "
+    "rows; readChangeFeed=true streams the changed rows themselves",
+}
 
 #: "schema" is Spark asking a read's schema, before it says whether the read is a batch or a stream: it
 #: takes the options of both, and the reader that follows checks its own
@@ -304,6 +309,10 @@ def parse_options(options: Mapping[str, str], step: Step) -> SourceOptions:
                 f"format('acidtables'): {noun} one table; name it once, e.g. .load('sales.orders') (got {value})"
             )
         variable = option_variable(key)
+        if key.lower() in _REPLACED:
+            raise InvalidArgumentError(
+                f"format('acidtables'): option {key!r} is not supported: {_REPLACED[key.lower()]}"
+            )
         if variable not in VARIABLES:
             raise InvalidArgumentError(
                 f"format('acidtables'): unknown option {key!r}; the options are {known_options()}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import math
 import os
 import uuid
 import weakref
@@ -407,9 +408,14 @@ class Catalog:
         """The table `name`, once it exists. For a job deployed together with its table (one `kubectl
         apply` of both): the operator creates the table in the catalog a moment after the job's pod may
         have started. TableNotFoundError naming the wait when it does not appear within `timeout_seconds`."""
-        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds < 0:
+        if (
+            isinstance(timeout_seconds, bool)
+            or not isinstance(timeout_seconds, int | float)
+            or not math.isfinite(timeout_seconds)
+            or timeout_seconds < 0
+        ):
             raise InvalidArgumentError(
-                f"wait_for_table(): timeout_seconds must be 0 or more, found {timeout_seconds!r}"
+                f"wait_for_table(): timeout_seconds must be 0 or more and finite, found {timeout_seconds!r}"
             )
         found: list[Table] = []
 

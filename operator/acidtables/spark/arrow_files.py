@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -101,6 +102,32 @@ def _statistics(data: pa.Table) -> bool | list[str]:
     return [name for name in data.column_names if name not in nan] if nan else True
 
 
+def _partition_groups(meta: TableMetadata, data: pa.Table) -> dict[tuple[Any, ...], pa.Array]:
+    """The positions of `data`'s rows in each table partition, keyed by the partition's values as the
+    log keeps them, in order of first appearance. The distinct values are found by Arrow (a dictionary
+    per partition column), so only those go through `log_partition_value`, not every row; two raw
+    values the log spells alike share one partition."""
+    if not meta.partition_by:
+        return {(): pa.array(np.arange(data.num_rows, dtype=np.int64))}
+    dictionaries, indices = [], []
+    for name in meta.partition_by:
+        encoded = pc.dictionary_encode(data[name].combine_chunks(), null_encoding="encode")
+        dictionaries.append(encoded.dictionary.to_pylist())
+        indices.append(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64))
+    distinct, first, inverse = np.unique(np.stack(indices, axis=1), axis=0, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")  # rows grouped by distinct values, each group in row order
+    ends = np.cumsum(np.bincount(inverse, minlength=len(distinct)))
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for d in np.argsort(first, kind="stable"):
+        key = tuple(
+            log_partition_value(meta, column, dictionaries[c][distinct[d][c]])
+            for c, column in enumerate(meta.partition_by)
+        )
+        groups.setdefault(key, []).append(order[(ends[d - 1] if d else 0) : ends[d]])
+    return {key: pa.array(np.sort(np.concatenate(p)) if len(p) > 1 else p[0]) for key, p in groups.items()}
+
+
 def write_rows(
     meta: TableMetadata, storage: Storage, txn_id: str, data: pa.Table, *, overwrite: bool
 ) -> list[DataFile]:
@@ -116,10 +143,7 @@ def write_rows(
         data = data.append_column(OP_COLUMN, pa.array([UPSERT] * data.num_rows, pa.string()))
         data = data.append_column(SEQ_COLUMN, pa.nulls(data.num_rows, pa.int64()))
         stored += [OP_COLUMN, SEQ_COLUMN]
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, values in enumerate(data.select(list(meta.partition_by)).to_pylist()):
-        key = tuple(log_partition_value(meta, c, values[c]) for c in meta.partition_by)
-        groups.setdefault(key, []).append(i)
+    groups = _partition_groups(meta, data)
     base = storage.new_write_dir(txn_id)
     kind = file_kind(meta, overwrite=overwrite)
     files = []
@@ -127,7 +151,7 @@ def write_rows(
         partition = dict(zip(meta.partition_by, key, strict=True))
         relative = f"{base}/{_directory(meta, partition)}part-{uuid.uuid4().hex}.parquet"
         sink = pa.BufferOutputStream()
-        written = data.take(pa.array(positions, pa.int64())).select(stored)
+        written = (data if len(groups) == 1 else data.take(positions)).select(stored)
         pq.write_table(written, sink, compression="snappy", write_statistics=_statistics(written))
         payload = sink.getvalue().to_pybytes()
         storage.write_exclusive(relative, payload)

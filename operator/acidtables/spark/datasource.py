@@ -185,10 +185,15 @@ class AcidTablesDataSource(DataSource):
     @user_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> AcidTablesStreamWriter:
         options = parse_options(self.options, "stream_write")
-        with catalog_from_options(options, self.session_settings) as catalog:
+        catalog = catalog_from_options(options, self.session_settings)
+        try:
+            # the writer keeps the catalog for its commit, and closes it (AcidTablesStreamWriter)
             return AcidTablesStreamWriter.plan(
                 options, dict(self.options), catalog, self.session_settings, schema, overwrite
             )
+        except BaseException:
+            catalog.close()
+            raise
 
 
 # --- reading ---------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ mode.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -97,14 +98,16 @@ def query_id(checkpoint_location: str) -> str:
     return ident
 
 
-def check_checkpoint_outside(table: Table, checkpoint_location: str) -> None:
+def check_checkpoint_outside(table: Table, checkpoint_location: str, meta: TableMetadata | None = None) -> None:
     """A checkpoint inside a table's location would be taken for the table's own files: maintenance
-    would count it as stray, and a drop would remove it with the table."""
-    table_key, checkpoint_key = location_key(table.metadata.location), location_key(checkpoint_location)
+    would count it as stray, and a drop would remove it with the table. `meta`: the table's metadata
+    when the caller has read it already (reading it again costs a round trip to etcd)."""
+    location = (meta or table.metadata).location
+    table_key, checkpoint_key = location_key(location), location_key(checkpoint_location)
     if checkpoint_key == table_key or checkpoint_key.startswith(table_key.rstrip("/") + "/"):
         raise InvalidArgumentError(
             f"format('acidtables'): option {CHECKPOINT_LOCATION}={checkpoint_location!r} lies inside the location of "
-            f"{table.name} ({table.metadata.location}); keep checkpoints outside every table's location"
+            f"{table.name} ({location}); keep checkpoints outside every table's location"
         )
 
 
@@ -128,9 +131,25 @@ class StreamWriteState:
 
 
 class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, state: StreamWriteState, overwrite: bool) -> None:
+    """Spark makes this writer twice per micro-batch, in two workers: the planning worker's is pickled
+    to the write tasks, and the commit worker makes its own (`streamWriter` again) only to call
+    `commit` or `abort` on it. So the writer keeps the catalog and table it was planned with (never
+    pickled: executors do not talk to etcd) and the commit reuses them: one catalog per worker and
+    micro-batch instead of two, and the commit's snapshot of the read version is the one planning
+    just loaded. The catalog is closed after the commit or abort, or when the writer is dropped (the
+    planning worker's, once Spark has pickled it)."""
+
+    def __init__(
+        self, state: StreamWriteState, overwrite: bool, catalog: Catalog | None = None, table: Table | None = None
+    ) -> None:
         self.state = state
         self.overwrite = overwrite
+        self._catalog: Catalog | None = catalog
+        self._table: Table | None = table
+        self._close = weakref.finalize(self, catalog.close) if catalog is not None else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"state": self.state, "overwrite": self.overwrite, "_catalog": None, "_table": None, "_close": None}
 
     @staticmethod
     def plan(
@@ -142,13 +161,14 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
         overwrite: bool,
     ) -> AcidTablesStreamWriter:
         """Check the stream against its table before anything is written, and begin the micro-batch's
-        transaction."""
+        transaction. The writer keeps `catalog` open (see the class) and closes it."""
         assert options.checkpoint_location is not None  # parse_options requires it of a stream's sink
         table = catalog.table(options.table)
-        check_checkpoint_outside(table, options.checkpoint_location)
+        meta = table.metadata  # read once: the transaction begins from this head without asking etcd again
+        check_checkpoint_outside(table, options.checkpoint_location, meta)
         mode = "complete" if overwrite else "append"
         check_schema(
-            table.metadata,
+            meta,
             schema,
             call=f"writeStream.format('acidtables').outputMode({mode!r}).start({table.name!r})",
             hint="alter_table(), or write with SparkTable and merge_schema=True",
@@ -162,26 +182,50 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
             query_id=query_id(options.checkpoint_location),
             transaction=StreamTransaction.of(tx),
         )
-        return AcidTablesStreamWriter(state, overwrite)
+        return AcidTablesStreamWriter(state, overwrite, catalog, table)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         meta = TableMetadata.from_json(self.state.metadata)
         files = stage_batches(meta, self.state.transaction.txn_id, list(iterator), overwrite=self.overwrite)
         return StagedBatch([f.to_json() for f in files], asdict(self.state.transaction))
 
-    def _catalog(self) -> Catalog:
-        return catalog_from_options(parse_options(self.state.options, "stream_write"), self.state.session_settings)
+    def _table_for_commit(self) -> tuple[Table, Catalog]:
+        """The table as planning found it, and its catalog: this writer's own when it was planned in this
+        worker, else a catalog opened from the options."""
+        if self._catalog is not None and self._table is not None:
+            return self._table, self._catalog
+        catalog = catalog_from_options(parse_options(self.state.options, "stream_write"), self.state.session_settings)
+        self._catalog = catalog
+        self._close = weakref.finalize(self, catalog.close)
+        try:
+            self._table = catalog.table(self.state.table)
+        except BaseException:
+            self._close()
+            raise
+        return self._table, catalog
+
+    def _done(self) -> None:
+        """Close the catalog (once: the finalizer runs at most once)."""
+        if self._close is not None:
+            self._close()
+        self._catalog, self._table = None, None
 
     @user_facing
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        with self._catalog() as catalog:
-            self.commit_batch(catalog, messages, batchId)
+        try:
+            table, _ = self._table_for_commit()
+            self.commit_batch(table, messages, batchId)
+        finally:
+            self._done()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        with self._catalog() as catalog:
-            self.abort_batch(catalog, messages)
+        try:
+            table, _ = self._table_for_commit()
+            self.abort_batch(table, messages)
+        finally:
+            self._done()
 
-    def commit_batch(self, catalog: Catalog, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+    def commit_batch(self, table: Table, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
         """Commit micro-batch `batch_id` once: resume the transaction its tasks staged files for (or, when
         it ran no task, this writer's own), keyed (query id, batch id)."""
         staged = [m for m in messages if isinstance(m, StagedBatch)]
@@ -190,7 +234,6 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
             logger.info("%s: micro-batch %d of query %s has no rows", self.state.table, batch_id, self.state.query_id)
             return
         carried = StreamTransaction(**staged[0].transaction) if staged else self.state.transaction
-        table = catalog.table(self.state.table)
         tx = carried.resume(table)
         tx.set_app_transaction(self.state.query_id, batch_id)
         if self.overwrite:
@@ -207,10 +250,9 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
                 info.version,
             )
 
-    def abort_batch(self, catalog: Catalog, messages: list[WriterCommitMessage | None]) -> None:
+    def abort_batch(self, table: Table, messages: list[WriterCommitMessage | None]) -> None:
         """Remove what the batch's tasks staged, unless its commit landed after all (Spark aborts when
         commit raised, and a commit whose answer was lost may have landed: its files are the table's)."""
-        table = catalog.table(self.state.table)
         for transaction in {StreamTransaction(**m.transaction) for m in messages if isinstance(m, StagedBatch)}:
             abort_unless_landed(table, transaction.resume(table))
 

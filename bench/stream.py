@@ -595,9 +595,18 @@ ROLE_LABELS = {
 }
 
 
+#: the memory runs to make, a comma-separated subset of ROLES (default all, one after the other): a run of
+#: one role can go beside another's, each in a driver of its own (their memory does not depend on the CPU)
+MEMORY_ROLES_VARIABLE = "BENCH_STREAM_MEMORY_ROLES"
+
+
 def bench_memory(env: Env, catalog: Catalog, sizes: Sizes, report: Report, source_table: Table) -> None:
     details: dict[str, Any] = {}
-    for role in ROLES:
+    chosen = [r.strip() for r in os.environ.get(MEMORY_ROLES_VARIABLE, ",".join(ROLES)).split(",") if r.strip()]
+    unknown = [r for r in chosen if r not in ROLES]
+    if unknown:
+        raise SystemExit(f"{MEMORY_ROLES_VARIABLE}: no role {', '.join(unknown)}; the roles are {', '.join(ROLES)}")
+    for role in chosen:
         if role == "source":
             table = source_table.name
             stops = tuple(s for s in sizes.memory_stops if s <= source_table.version) or (source_table.version,)

@@ -164,10 +164,12 @@ def delta_state(services: Services, table_id: str, location: str) -> MirrorState
     return MirrorState(enabled, version, head, behind_since)
 
 
-def sync_delta(services: Services, table_id: str, location: str) -> MirrorState:
+def sync_delta(services: Services, table_id: str, location: str, *, known: int | None = None) -> MirrorState:
     """Write the mirror's entries for every version committed since its newest (or, for a table whose
     mirror was just turned on, from the oldest version retention keeps); remove the mirror of a table
-    whose mirror was turned off. Returns the state after."""
+    whose mirror was turned off. Returns the state after. `known`: the newest version this process
+    mirrored last time, confirmed with two existence checks instead of listing `_delta_log/` (which
+    holds an entry per version)."""
     storage = services.storage(location)
     head = int(services.coordinator.read_head(table_id).value["version"])
     meta = services.snapshots.load(table_id, location, head).metadata
@@ -175,8 +177,11 @@ def sync_delta(services: Services, table_id: str, location: str) -> MirrorState:
         if _entries(storage) and _foreign_log(storage, table_id) is None:
             _remove_log(storage, meta.name)
         return MirrorState(False, None, head)
-    entries = _entries(storage)
-    newest = max((v for v, _ in entries), default=None)
+    newest: int | None
+    if known is not None and storage.exists(_json_path(known)) and not storage.exists(_json_path(known + 1)):
+        newest = known
+    else:
+        newest = max((v for v, _ in _entries(storage)), default=None)
     if newest is None:
         start = min(_oldest_retained(services, table_id), head)
         if start == 0:
@@ -231,8 +236,16 @@ def schedule_mirror(services: Services, table: tuple[str, str], version: int) ->
     """Catch the table's mirror up to at least `version` on this process's mirror thread, off the
     commit path; a failure is logged and the next commit, the operator or `Table.sync_mirror` retries."""
 
+    # what this process mirrored last, per table: the work function (and so this dict) of the first call
+    # is the one the background thread keeps; later calls only schedule
+    mirrored: dict[tuple[str, str], int] = {}
+
     def work(key: tuple[str, str], _version: int) -> None:
-        sync_delta(services, *key)
+        state = sync_delta(services, *key, known=mirrored.get(key))
+        if state.version is not None:
+            mirrored[key] = state.version
+        else:
+            mirrored.pop(key, None)
 
     services.background(MIRROR_WORK, work).schedule(table, version)
 

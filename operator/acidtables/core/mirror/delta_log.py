@@ -192,17 +192,32 @@ def sync_delta(services: Services, table_id: str, location: str, *, known: int |
     if newest < head:
         previous = services.snapshots.load(table_id, location, newest).metadata if newest >= 0 else None
         interval = checkpoint_interval(meta)
+        skipped = False
         for entry in services.log(table_id, location).read(newest, head):
             record = services.decode_log_entry(location, entry)
             current = record.metadata or previous
+            if record.version < _oldest_retained(services, table_id):
+                # expired before this run reached it (a vacuum's trim may be deleting entries this old): a
+                # Delta reader must not be offered it; the chain restarts at a checkpoint below
+                previous, skipped = current, True
+                continue
             if current is None:
                 raise InvalidArgumentError(f"{meta.name}: version {record.version} has no table definition to mirror")
             changed = record.metadata is not None or previous is None
             _publish(
                 storage, _json_path(record.version), encode(commit_actions(record, current, metadata_changed=changed))
             )
+            # Delta readers travel by timestamp on the commit files' modification times: the commit's own
+            # time, not the moment the mirror wrote it (locally; an object store keeps the write time)
+            storage.set_modified(_json_path(record.version), record.committed_at / 1_000_000)
             previous = current
-            if record.version % interval == 0 and record.version > 0:
+            if skipped:
+                # versions before this one expired unwritten: a checkpoint here starts the chain again,
+                # and nothing older stays offered
+                _write_checkpoint(services, storage, table_id, location, record.version)
+                _remove_before(storage, record.version)
+                skipped = False
+            elif record.version % interval == 0 and record.version > 0:
                 _write_checkpoint(services, storage, table_id, location, record.version)
     return MirrorState(True, head, head)
 
@@ -262,7 +277,13 @@ def trim_delta(services: Services, table_id: str, location: str, floor: int) -> 
         return
     if (floor, "checkpoint.parquet") not in entries:
         _write_checkpoint(services, storage, table_id, location, floor)
-    for version, kind in sorted(entries):
+    _remove_before(storage, floor)
+
+
+def _remove_before(storage: Storage, floor: int) -> None:
+    """Delete every log entry older than `floor` (the newest first is irrelevant: none of them is read
+    once a checkpoint at `floor` exists)."""
+    for version, kind in sorted(_entries(storage)):
         if version < floor:
             storage.delete(_json_path(version) if kind == "json" else _checkpoint_path(version))
 

@@ -306,6 +306,15 @@ class Storage:
         finally:
             temporary.unlink(missing_ok=True)
 
+    def set_modified(self, relative: str, seconds: float) -> bool:
+        """Give a file the modification time `seconds` (since the epoch), for formats whose readers take
+        a file's time as the time of what it records (Delta's commit files); False on an object store,
+        whose objects keep the time they were written."""
+        if self._root is None:
+            return False
+        os.utime(self._local(relative), (seconds, seconds))
+        return True
+
     def replace(self, relative: str, data: bytes) -> None:
         """Write a file whose name is reused, whole or not at all: only for hints other formats define as
         overwritten (Delta's `_delta_log/_last_checkpoint`), never for the table's own files. Locally a

@@ -14,7 +14,9 @@ Two ways to read, chosen per file:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy
@@ -34,6 +36,8 @@ FILE, ROW, VERSION = "_acid_file", "_acid_row", "_acid_version"
 UPSERT = "U"
 
 _FORMAT = ds.ParquetFileFormat()
+#: threads reading footers while a dataset is planned (I/O bound on object stores, parsing locally)
+_FOOTER_THREADS = 8
 
 
 def partition_text(value: Literal) -> str | None:
@@ -90,14 +94,28 @@ def plain_dataset(
     storage: Storage, files: Sequence[DataFile], schema: pa.Schema, partition_by: Sequence[str]
 ) -> tuple[ds.FileSystemDataset, list[DataFile]]:
     """The files a dataset reads as they are, and those that must be read file by file (`read_file`).
-    Each file's footer is read once here; its fragment keeps it for the scan."""
+    Each file's footer is read once here, on a few threads (pyarrow releases the GIL while it reads and
+    parses), and its fragment keeps it for the scan."""
     stored = [name for name in schema.names if name not in partition_by]
-    fragments, others = [], []
-    for file in files:
+    expressions: dict[str, pc.Expression] = {}
+
+    def fragment_of(file: DataFile) -> tuple[DataFile, Any]:
+        key = json.dumps(file.partition, sort_keys=True, default=str)
+        expression = expressions.get(key)
+        if expression is None:
+            expression = expressions[key] = partition_expression(schema, file.partition)
         filesystem, path = storage.arrow_file(file.path)
-        fragment = _FORMAT.make_fragment(
-            path, filesystem=filesystem, partition_expression=partition_expression(schema, file.partition)
-        )
+        fragment = _FORMAT.make_fragment(path, filesystem=filesystem, partition_expression=expression)
+        fragment.physical_schema  # noqa: B018 - reads the footer here, in parallel, once
+        return file, fragment
+
+    if len(files) > 1:
+        with ThreadPoolExecutor(max_workers=min(_FOOTER_THREADS, len(files))) as pool:
+            made = list(pool.map(fragment_of, files))
+    else:
+        made = [fragment_of(f) for f in files]
+    fragments, others = [], []
+    for file, fragment in made:
         if fits_dataset(fragment.physical_schema, schema, stored, partition_by):
             fragments.append(fragment)
         else:

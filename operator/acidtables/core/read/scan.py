@@ -93,7 +93,11 @@ class TableScan:
 
     def to_arrow(self) -> pa.Table:
         """The rows as one Arrow table."""
-        return pa.Table.from_batches(list(self._limited(self._batches())), self.schema)
+        if self.limit is not None:
+            return pa.Table.from_batches(list(self._limited(self._batches())), self.schema)
+        # whole tables: Arrow's dataset scan builds its table in parallel, faster than batch by batch
+        tables = [t if t.schema.equals(self.schema) else t.cast(self.schema) for t in self._pieces(whole=True)]
+        return pa.concat_tables(tables) if tables else self.schema.empty_table()
 
     def to_pandas(self, **options: Any) -> Any:
         """The rows as a pandas DataFrame (`options` go to `pyarrow.Table.to_pandas`)."""
@@ -147,20 +151,29 @@ class TableScan:
         return plain, rest
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
+        for piece in self._pieces(whole=False):
+            assert isinstance(piece, pa.RecordBatch)
+            yield self._conformed(piece)
+
+    def _pieces(self, *, whole: bool) -> Iterator[pa.RecordBatch | pa.Table]:
+        """The rows in record batches, or (`whole`) in one table per dataset, file or merged partition;
+        a file vacuum deleted is named as DataFilesMissingError."""
         try:
-            yield from self._read()
+            yield from self._read(whole=whole)
         except FileNotFoundError:
             meta = self.metadata
             check_files_exist(self.storage, self.files, table=meta.name, version=self.version)
             raise
 
-    def _read(self) -> Iterator[pa.RecordBatch]:
+    def _read(self, *, whole: bool) -> Iterator[pa.RecordBatch | pa.Table]:
         meta = self.metadata
         plain, rest = self._split()
         if plain:
             dataset, others = plain_dataset(self.storage, plain, self._read_schema, meta.partition_by)
-            for batch in dataset.to_batches(columns=self.columns, filter=self._filter):
-                yield self._conformed(batch)
+            if whole:
+                yield dataset.to_table(columns=self.columns, filter=self._filter)
+            else:
+                yield from dataset.to_batches(columns=self.columns, filter=self._filter)
             rest = [[file] for file in others] + rest
         for group in rest:
             merge = bool(meta.primary_key) and not all(f.kind is FileKind.BASE for f in group)
@@ -170,8 +183,11 @@ class TableScan:
                 data = merge_on_read(data, meta.primary_key)
             if self._filter is not None:
                 data = data.filter(self._filter)
-            for batch in data.select(self.columns).to_batches():
-                yield self._conformed(batch)
+            data = data.select(self.columns)
+            if whole:
+                yield data
+            else:
+                yield from data.to_batches()
 
     def _conformed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return batch if batch.schema.equals(self.schema) else batch.cast(self.schema)

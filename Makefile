@@ -42,8 +42,9 @@ $(PYTHON):
 		"on Debian or Ubuntu install python3-venv (apt-get install python3-venv)" >&2; exit 1; }
 	$(PIP) install -q --upgrade pip
 
+# the duckdb extra by name: `make demo` ends with DuckDB querying a table the demo wrote (dev has it too)
 $(INSTALL_STAMP): pyproject.toml | $(PYTHON)
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,duckdb]'
 	touch $(INSTALL_STAMP)
 
 # The S3-protocol test server (moto) in a venv of its own: moto pins python-dateutil below 3, the

@@ -4,8 +4,9 @@ It starts an embedded etcd in a temporary directory, creates one table per polic
 scenario through the two-phase API in the seeds' order — E begins, L begins, both stage a small real
 Parquet file (`FileStager`), E commits, then L commits — and reports what actually happened. Nothing is
 scripted: a wrong conflict rule in core shows up as a wrong line. It ends with time travel and
-`changes()` on one of the tables, then stops etcd and deletes the directory. `acidtables demo` (no
-`--core`) runs the same kind of pairs as Spark jobs (`demo.spark`).
+`changes()` on one of the tables and DuckDB querying it (`Table.scan(...).to_duckdb(...)`), then stops
+etcd and deletes the directory. `acidtables demo` (no `--core`) runs the same kind of pairs as Spark
+jobs (`demo.spark`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from acidtables.core import Catalog, InvalidArgumentError, Operation, Table
 
+from .duckdb_read import duckdb_read
 from .scenarios import CORE_SCENARIOS, INITIAL_LOAD, POLICIES, SCHEMA, TIME_TRAVEL_POLICY, PolicySpec, Scenario
 from .staging import FileStager
 from .views import DemoResult, ScenarioResult, commit_in_order, time_travel
@@ -72,4 +74,5 @@ def run_demo(
             for scenario in scenarios:
                 results.append(run_scenario(target, spec, scenario, stager))
         travel = time_travel(*loaded[TIME_TRAVEL_POLICY])
-    return DemoResult(INTERLEAVING, tuple(results), travel)
+        duckdb = duckdb_read(catalog, TIME_TRAVEL_POLICY.table_name)
+    return DemoResult(INTERLEAVING, tuple(results), travel, duckdb=duckdb)

@@ -3,8 +3,9 @@
 For each conflict policy it creates a table, runs the Spark pairs of overlapping jobs (E prepares, L
 prepares, E commits, L commits; each job is a real Spark write of staged Parquet files), and reports who
 won. Then it compacts the small files the way the operator's automatic compaction would, travels back in
-time by version and by timestamp, reads the changes incrementally, and runs SQL statements beside the
-API calls they map onto. Everything runs in a temporary
+time by version and by timestamp, reads the changes incrementally, runs SQL statements beside the
+API calls they map onto, streams into and out of a table, and ends with DuckDB querying a table the demo
+wrote, without Spark (`Table.scan(...).to_duckdb(...)`). Everything runs in a temporary
 directory that is removed at the end, and Spark and etcd are stopped.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 from acidtables.core import Catalog, Operation
 from acidtables.spark import Prepared, SparkTable, local_session, stop_session
 
+from .duckdb_read import duckdb_read
 from .scenarios import INITIAL_LOAD, POLICIES, SCHEMA, SPARK_SCENARIOS, TIME_TRAVEL_POLICY, Job, PolicySpec, Scenario
 from .sql import sql_tour
 from .streams import stream_tour
@@ -99,9 +101,11 @@ def run_spark_demo(
             travel = time_travel(travel_table.table, since)
             tour = sql_tour(spark, catalog)
             streams = stream_tour(spark, catalog, Path(home))
+            duckdb = duckdb_read(catalog, travel_table.name)
     finally:
         stop_session(spark)
-    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, time.monotonic() - started, tour, streams)
+    seconds = time.monotonic() - started
+    return DemoResult(INTERLEAVING, tuple(results), travel, compaction, seconds, tour, streams, duckdb)
 
 
 def _trickle_and_compact(spark: Any, target: SparkTable, ids: Iterator[int]) -> Compaction:

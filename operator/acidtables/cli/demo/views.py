@@ -209,6 +209,8 @@ class DemoResult:
     sql: Any = None
     #: the Spark demo's streams (an acidtables.cli.demo.streams.StreamTour); anything with to_json / to_text
     streams: Any = None
+    #: the last step, DuckDB querying a table the demo wrote (an acidtables.cli.demo.duckdb_read.DuckDBRead)
+    duckdb: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -221,6 +223,8 @@ class DemoResult:
             out["sql"] = self.sql.to_json()
         if self.streams is not None:
             out["streams"] = self.streams.to_json()
+        if self.duckdb is not None:
+            out["duckdb"] = self.duckdb.to_json()
         if self.seconds is not None:
             out["seconds"] = round(self.seconds, 1)
         return out
@@ -234,6 +238,8 @@ class DemoResult:
             lines += ["", self.sql.to_text()]
         if self.streams is not None:
             lines += ["", self.streams.to_text()]
+        if self.duckdb is not None:
+            lines += ["", self.duckdb.to_text()]
         if self.seconds is not None:
             lines += ["", f"Done in {self.seconds:.0f} s."]
         return "\n".join(lines)

@@ -140,3 +140,24 @@ def test_parquet_is_refused_on_a_terminal(
     assert code == 2
     assert terminal.getvalue() == ""
     assert "goes to a file or a pipe" in capsys.readouterr().err
+
+
+def test_nested_columns_are_refused_by_csv_and_nan_is_spelled_in_json(
+    cli_env: None, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = catalog.create_table("sales.odd", "id BIGINT, x DOUBLE, tags ARRAY<STRING>")
+    data = pa.table({"id": [1, 2], "x": [float("nan"), float("-inf")], "tags": [["a"], None]})
+    with table.begin("insert_into") as tx:
+        path = Path(tx.staging_dir) / "part-0.parquet"
+        path.parent.mkdir(parents=True)
+        pq.write_table(data, path)
+        tx.add_files([DataFile(str(path), {}, 2, path.stat().st_size)])
+        tx.commit()
+    code, out, err = run(capsys, "read", "sales.odd", "--format", "csv")
+    assert (code, out) == (2, "") and "cannot hold the nested column(s) tags" in err
+    code, out, err = run(capsys, "read", "sales.odd", "--format", "json")
+    assert code == 0, err
+    assert sorted(out.splitlines()) == [
+        '{"id": 1, "x": "NaN", "tags": ["a"]}',
+        '{"id": 2, "x": "-Infinity", "tags": null}',
+    ]

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from acidtables import Catalog, DataFile, Table
+from acidtables.core import ColumnStats
 from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.log.services import Services, wall_clock_us
@@ -241,3 +242,20 @@ def test_a_mirror_left_behind_the_retention_restarts_at_the_oldest_kept_version(
         "_last_checkpoint",
     ]
     assert delta_rows(table, 5) == [(1,), (2,), (3,), (4,), (5,)]
+
+
+def test_infinite_bounds_are_left_out_of_the_stats_delta_readers_parse(catalog: Catalog) -> None:
+    table = catalog.create_table("m.inf", "id BIGINT, x DOUBLE", properties=MIRRORED)
+    with table.begin("insert_into") as tx:
+        path = Path(tx.staging_dir) / "part-0.parquet"
+        path.parent.mkdir(parents=True)
+        pq.write_table(pa.table({"id": [1, 2], "x": [float("-inf"), float("inf")]}), path)
+        stats = {"id": ColumnStats(1, 2, 0), "x": ColumnStats(float("-inf"), float("inf"), 0)}
+        tx.add_files([DataFile(str(path), {}, 2, path.stat().st_size, stats)])
+        tx.commit()
+    table.sync_mirror()
+    log = (Path(table.location) / "_delta_log" / "00000000000000000001.json").read_text().splitlines()
+    add = next(json.loads(line)["add"] for line in log if line.startswith('{"add"'))
+    found = json.loads(add["stats"])  # strict JSON: no Infinity
+    assert found["minValues"] == {"id": 1} and found["maxValues"] == {"id": 2} and found["numRecords"] == 2
+    assert found["nullCount"] == {"id": 0, "x": 0}

@@ -177,3 +177,11 @@ def test_a_string_printed_by_history_reads_back_as_the_same_value(value: str) ->
 def test_a_backquoted_column_may_hold_a_backquote() -> None:
     types = {"a`b": "STRING"}
     assert parse_predicate(expr_sql(Compare("a`b", "=", "x")), types) == Compare("a`b", "=", "x")
+
+
+def test_a_struct_field_is_not_the_top_level_column_of_its_name() -> None:
+    """`address.city` must not prune (or narrow a read set) as the column `city` would: it is left out;
+    a qualifier naming no column is a table or alias."""
+    columns = {"city": "STRING", "address": "STRUCT<city: STRING>"}
+    assert parse_predicate("address.city = 'Paris'", columns) is None
+    assert parse_predicate("t.city = 'Paris'", columns) == parse_predicate("city = 'Paris'", columns) is not None

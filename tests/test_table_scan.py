@@ -250,3 +250,74 @@ def test_a_missing_engine_is_named(sales: Table, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "polars", None)  # what `import polars` meets where it is not installed
     with pytest.raises(ModuleNotFoundError, match=r"to_polars\(\) needs polars.*acidtables\[polars\]"):
         sales.scan().to_polars()
+
+
+def test_int96_timestamps_spark_writes_read_at_any_date(catalog: Catalog) -> None:
+    """Spark writes TIMESTAMP as INT96 by default; read as nanoseconds, 9999-12-31 would overflow."""
+    from datetime import UTC, datetime
+
+    table = catalog.create_table("s.times", "id BIGINT, at TIMESTAMP")
+    moments = [datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC)]
+    with table.begin("insert_into") as tx:
+        path = Path(tx.staging_dir) / "part-0.parquet"
+        path.parent.mkdir(parents=True)
+        data = pa.table({"id": [1, 2], "at": pa.array(moments, pa.timestamp("us", tz="UTC"))})
+        pq.write_table(data, path, use_deprecated_int96_timestamps=True)
+        assert pq.ParquetFile(path).schema.column(1).physical_type == "INT96"
+        tx.add_files([DataFile(str(path), {}, 2, path.stat().st_size)])
+        tx.commit()
+    assert [r["at"] for r in rows(table.scan())] == moments
+
+
+@pytest.fixture
+def odd(catalog: Catalog) -> Table:
+    """NaN and NULL among doubles, decimals that differ past a double's precision, dates and text."""
+    from decimal import Decimal
+
+    table = catalog.create_table("s.odd", "id BIGINT, x DOUBLE, d DECIMAL(20,18), day DATE, s STRING")
+    add(
+        table,
+        pa.table(
+            {
+                "id": [1, 2, 3],
+                "x": [1.0, float("nan"), None],
+                "d": pa.array([Decimal("0.100000000000000001"), Decimal("0.1"), None], pa.decimal128(20, 18)),
+                "day": [date(2026, 1, 1), date(2026, 1, 2), None],
+                "s": ["a", "b", None],
+            }
+        ),
+    )
+    return table
+
+
+@pytest.mark.parametrize(
+    ("where", "expected_ids"),
+    [
+        ("x > 0", [1, 2]),  # NaN sorts above every number in Spark
+        ("x >= 1", [1, 2]),
+        ("x < 5", [1]),
+        ("x = 'NaN'", [2]),  # and equals NaN
+        ("x != 1", [2]),
+        ("d = 0.1", [2]),  # a decimal literal compares exactly with a DECIMAL column
+        ("d > 0.1", [1]),
+        ("x = 99999999999999999999", []),  # past BIGINT: a DECIMAL literal, not an overflow
+        ("x = 1e0", [1]),
+    ],
+)
+def test_where_follows_sparks_nan_and_decimal_rules(odd: Table, where: str, expected_ids: list[int]) -> None:
+    assert [r["id"] for r in rows(odd.scan(where=where))] == expected_ids
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("day >= TIMESTAMP '2026-01-01 10:00:00'", "a date compared with a timestamp"),
+        ("s = 1", "a text compared with a number"),
+        ("s = DATE '2026-01-01'", "a text compared with a date"),
+        ("id + 9223372036854775807 > 0", "overflows on the table's rows"),
+    ],
+)
+def test_comparisons_spark_casts_differently_are_refused_by_name(odd: Table, where: str, message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"s\.odd") as caught:
+        odd.scan(where=where).to_arrow()
+    assert message in str(caught.value)

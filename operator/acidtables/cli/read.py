@@ -1,9 +1,10 @@
 """`acidtables read NAME`: a table's rows on stdout, read without Spark (`Table.scan`).
 
-Formats: `table` (aligned columns, for a look at a few rows), `csv` (a header, then RFC 4180 rows),
-`json` (JSON Lines: one object per row, dates and times as ISO 8601, decimals as strings so no digit is
-lost, binary as base64) and `parquet` (one Parquet file, to a pipe or a file, never a terminal). csv,
-json and parquet stream batch by batch, so a table larger than memory can be exported; `table` reads
+Formats: `table` (aligned columns, for a look at a few rows), `csv` (a header, then RFC 4180 rows; no
+ARRAY, MAP or STRUCT columns), `json` (JSON Lines: one object per row, dates and times as ISO 8601,
+decimals as strings so no digit is lost, NaN and infinities as the strings "NaN", "Infinity" and
+"-Infinity", binary as base64) and `parquet` (one Parquet file, to a pipe or a file, never a terminal).
+csv, json and parquet stream batch by batch, so a table larger than memory can be exported; `table` reads
 the rows it shows first, to align them.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterator
 from datetime import date, datetime
 from decimal import Decimal
@@ -55,6 +57,13 @@ def read(
         binary.flush()
         return
     if output_format == "csv":
+        nested = [f.name for f in scan.schema if pa.types.is_nested(f.type)]
+        if nested:
+            raise UsageError(
+                f"read: --format csv cannot hold the nested column(s) {', '.join(nested)} (ARRAY, MAP, STRUCT); "
+                "use --format json or parquet, or --columns without them",
+                "",
+            )
         binary = _binary(out, terminal=True)
         with pacsv.CSVWriter(binary, scan.schema) as writer:
             for batch in scan.to_batches():
@@ -85,6 +94,8 @@ def _json_value(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")  # JSON has no NaN: Spark's to_json spelling
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
     if isinstance(value, list):

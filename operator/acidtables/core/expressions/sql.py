@@ -326,7 +326,11 @@ def read_predicate(text: str, columns: Columns, *, dialect: Dialect = SPARK_DEFA
     by_lower = {c.lower(): c for c in columns}
 
     def column_of(name: str) -> str | None:
-        bare = name.rsplit(".", 1)[-1]
+        *qualifiers, bare = name.split(".")
+        if any(q.lower() in by_lower for q in qualifiers):
+            # `address.city` is a STRUCT column's field, not the column `city`: left out, which only
+            # widens a read (a qualifier that names no column is a table or alias, `t.dt`)
+            return None
         return by_lower.get(bare.lower())
 
     type_of = _types_of(columns)

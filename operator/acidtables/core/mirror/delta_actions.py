@@ -165,11 +165,11 @@ def _stats(meta: TableMetadata, file: DataFile) -> str:
         if stats.null_count is not None:
             nulls[name] = stats.null_count
         bounds = (stats.min, stats.max)
-        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in bounds):
-            continue  # no bound rather than a wrong one
+        if any(v is None or (isinstance(v, float) and not math.isfinite(v)) for v in bounds):
+            continue  # no bound rather than a wrong one (JSON has no NaN or Infinity)
         minimum[name], maximum[name] = bounds
     document = {"numRecords": file.rows, "minValues": minimum, "maxValues": maximum, "nullCount": nulls}
-    return json.dumps(document, separators=(",", ":"))
+    return json.dumps(document, separators=(",", ":"), allow_nan=False)
 
 
 def add_action(meta: TableMetadata, file: DataFile, at_ms: int) -> dict[str, Any]:

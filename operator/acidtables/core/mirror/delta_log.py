@@ -204,6 +204,12 @@ def sync_delta(services: Services, table_id: str, location: str, *, known: int |
             if current is None:
                 raise InvalidArgumentError(f"{meta.name}: version {record.version} has no table definition to mirror")
             changed = record.metadata is not None or previous is None
+            if skipped:
+                # versions before this one expired unwritten: a checkpoint here starts the chain again, then
+                # nothing older stays offered, and only then its commit file (a crash between the steps
+                # leaves a readable log: never a commit file after a gap)
+                _write_checkpoint(services, storage, table_id, location, record.version)
+                _remove_before(storage, record.version)
             _publish(
                 storage, _json_path(record.version), encode(commit_actions(record, current, metadata_changed=changed))
             )
@@ -212,10 +218,6 @@ def sync_delta(services: Services, table_id: str, location: str, *, known: int |
             storage.set_modified(_json_path(record.version), record.committed_at / 1_000_000)
             previous = current
             if skipped:
-                # versions before this one expired unwritten: a checkpoint here starts the chain again,
-                # and nothing older stays offered
-                _write_checkpoint(services, storage, table_id, location, record.version)
-                _remove_before(storage, record.version)
                 skipped = False
             elif record.version % interval == 0 and record.version > 0:
                 _write_checkpoint(services, storage, table_id, location, record.version)
@@ -241,7 +243,9 @@ def _write_checkpoint(services: Services, storage: Storage, table_id: str, locat
     pq.write_table(rows, sink)
     _publish(storage, _checkpoint_path(version), sink.getvalue().to_pybytes())
     hint = {"version": version, "size": rows.num_rows, "numOfAddFiles": len(snapshot.files_by_path)}
-    storage.replace(LAST_CHECKPOINT, json.dumps(hint).encode())
+    named = storage.read_json(LAST_CHECKPOINT)
+    if named is None or int(named.get("version", -1)) < version:  # a late writer never points it back
+        storage.replace(LAST_CHECKPOINT, json.dumps(hint).encode())
 
 
 MIRROR_WORK = "acidtables-delta-mirror"

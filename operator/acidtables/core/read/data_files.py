@@ -35,7 +35,10 @@ from acidtables.core.storage.storage import Storage
 FILE, ROW, VERSION = "_acid_file", "_acid_row", "_acid_version"
 UPSERT = "U"
 
-_FORMAT = ds.ParquetFileFormat()
+#: Spark writes TIMESTAMP as INT96 by default; read as microseconds (Spark's unit), as nanoseconds it
+#: would overflow outside 1677-2262 (the common 9999-12-31 sentinel)
+_INT96_UNIT = "us"
+_FORMAT = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit=_INT96_UNIT))
 #: threads reading footers while a dataset is planned (I/O bound on object stores, parsing locally)
 _FOOTER_THREADS = 8
 
@@ -132,7 +135,7 @@ def read_file(
     hold, partition columns from the log, the deletion vector applied. With `helpers`, a primary-key
     file's operation and sequence and the FILE, ROW and VERSION columns merge-on-read orders by."""
     with storage.open_input(file.path) as handle:
-        parquet = pq.ParquetFile(handle)
+        parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit=_INT96_UNIT)
         by_lower = {name.lower(): name for name in parquet.schema_arrow.names}
         wanted = [by_lower[n.lower()] for n in schema.names if n not in meta.partition_by and n.lower() in by_lower]
         if helpers and meta.primary_key:

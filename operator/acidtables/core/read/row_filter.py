@@ -13,7 +13,9 @@ sessions run in. NULL compares as Spark's WHERE does: a row whose condition is N
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, cast
 
 import pyarrow as pa
@@ -67,7 +69,20 @@ class _Literal:
             return pc.cast(pa.scalar(self.value, self.arrow_type), _naive(target)).cast(target)
         if self.arrow_type is not None:
             return pa.scalar(self.value, self.arrow_type)
+        if isinstance(self.value, Decimal) and (target is None or not pa.types.is_decimal(target)):
+            return pa.scalar(float(self.value))  # Spark compares a decimal literal with a double as doubles
         return pa.scalar(self.value)
+
+
+def _number(text: str) -> int | float | Decimal:
+    """A numeric literal as Spark types it: an integer (a DECIMAL past BIGINT's range), a decimal for
+    `1.5` (Spark's DECIMAL literal, compared exactly with DECIMAL columns), a double with an exponent."""
+    if text.lstrip("-").isdigit():
+        value = int(text)
+        return value if -(2**63) <= value < 2**63 else Decimal(text)
+    if "e" in text.lower():
+        return float(text)
+    return Decimal(text)
 
 
 def _temporal(arrow_type: pa.DataType) -> bool:
@@ -110,15 +125,18 @@ class _Translator:
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _Literal(node.this)
-            number = node.this
-            return _Literal(int(number) if number.lstrip("-").isdigit() else float(number))
+            return _Literal(_number(node.this))
         if isinstance(node, exp.Boolean):
             return _Literal(bool(node.this), pa.bool_())
         if isinstance(node, exp.Null):
             return _Literal(None)
         if isinstance(node, exp.Neg):
             inner = self.operand(node.this)
-            if isinstance(inner, _Literal) and isinstance(inner.value, int | float) and inner.arrow_type is None:
+            if (
+                isinstance(inner, _Literal)
+                and isinstance(inner.value, int | float | Decimal)
+                and inner.arrow_type is None
+            ):
                 return _Literal(-inner.value)
             value, value_type = self.value(inner, None)
             return pc.negate_checked(value), value_type
@@ -189,8 +207,12 @@ class _Translator:
             return ~self.condition(node.this)
         if type(node) in _COMPARE or isinstance(node, exp.NullSafeEQ):
             left, right = self.operand(node.this), self.operand(node.expression)
+            _check_comparable(left, right, node)
             left_value, left_type = self.value(left, _type_of(right))
             right_value, _ = self.value(right, left_type)
+            nan_aware = _nan_ordered(node, left, right, left_value, right_value)
+            if nan_aware is not None:
+                return nan_aware
             if isinstance(node, exp.NullSafeEQ):
                 both_null = pc.is_null(left_value) & pc.is_null(right_value)
                 neither = pc.is_valid(left_value) & pc.is_valid(right_value)
@@ -236,6 +258,98 @@ class _Translator:
                 raise InvalidArgumentError(f"{self.table}: where is the column {node.sql()}, which is not BOOLEAN")
             return value
         raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
+
+
+def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
+    """What Spark would compare an operand as: number, text, date, timestamp, or None (anything)."""
+    if isinstance(operand, _Literal):
+        if operand.value is None:
+            return None
+        if operand.arrow_type is not None:
+            if pa.types.is_date(operand.arrow_type):
+                return "date"
+            if pa.types.is_timestamp(operand.arrow_type):
+                return "timestamp"
+            return None
+        return "text" if isinstance(operand.value, str) else "number"
+    arrow_type = operand[1]
+    if arrow_type is None:
+        return None
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "text"
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+        return "number"
+    if pa.types.is_date(arrow_type):
+        return "date"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return None
+
+
+#: pairs Spark compares with a cast this translation does not make the same way: refused, not guessed
+_INCOMPARABLE = frozenset(
+    {
+        ("text", "number"),
+        ("number", "text"),
+        ("number", "date"),
+        ("date", "number"),
+        ("number", "timestamp"),
+        ("timestamp", "number"),
+        ("date", "timestamp"),
+        ("timestamp", "date"),
+        ("text", "date"),
+        ("date", "text"),
+        ("text", "timestamp"),
+        ("timestamp", "text"),
+    }
+)
+
+
+def _check_comparable(
+    left: tuple[Any, pa.DataType | None] | _Literal, right: tuple[Any, pa.DataType | None] | _Literal, node: Any
+) -> None:
+    kinds = (_kind(left), _kind(right))
+    string_literal = any(isinstance(o, _Literal) and isinstance(o.value, str) for o in (left, right))
+    if kinds in _INCOMPARABLE and not string_literal:  # a string literal takes the other side's type
+        raise _Refused(f"{node.sql(dialect='spark')} (a {kinds[0]} compared with a {kinds[1]})")
+
+
+_FLIPPED: dict[type[Any], type[Any]] = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+
+
+def _nan_ordered(
+    node: Any,
+    left: tuple[Any, pa.DataType | None] | _Literal,
+    right: tuple[Any, pa.DataType | None] | _Literal,
+    left_value: Any,
+    right_value: Any,
+) -> Any:
+    """A comparison of a FLOAT/DOUBLE column with a literal in Spark's NaN order (NaN equals NaN and sorts
+    above every other number), where Arrow's IEEE comparison differs; None where they agree."""
+    op = type(node)
+    if isinstance(left, _Literal) and not isinstance(right, _Literal):
+        left, right, left_value, right_value = right, left, right_value, left_value
+        op = _FLIPPED.get(op, op)
+    if isinstance(left, _Literal) or not isinstance(right, _Literal) or left[1] is None:
+        return None
+    if not pa.types.is_floating(left[1]) or not isinstance(right_value, pa.Scalar) or not right_value.is_valid:
+        return None
+    literal = float(right_value.as_py())
+    is_nan = pc.is_nan(left_value)
+    if math.isnan(literal):  # only NaN equals NaN, and nothing is above it
+        by_op = {
+            exp.EQ: is_nan,
+            exp.NullSafeEQ: pc.coalesce(is_nan, pc.scalar(False)),
+            exp.NEQ: ~is_nan,
+            exp.GTE: is_nan,
+            exp.GT: pc.scalar(False),
+            exp.LT: ~is_nan,
+            exp.LTE: pc.is_valid(left_value),
+        }
+        return by_op.get(op)
+    if op in (exp.GT, exp.GTE):
+        return _COMPARE[op](left_value, right_value) | is_nan
+    return None
 
 
 def _type_of(operand: tuple[Any, pa.DataType | None] | _Literal) -> pa.DataType | None:

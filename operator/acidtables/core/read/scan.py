@@ -63,6 +63,9 @@ class TableScan:
         if where is not None:
             self._filter, filter_columns = row_filter(where, types, table=meta.name)
         wanted = set(self.columns) | set(filter_columns)
+        #: whether Arrow may prune row groups by the filter: not on FLOAT/DOUBLE columns, whose Parquet
+        #: statistics (as pyarrow writes them) leave NaN out, so `x != 1` would skip a row group of 1.0 and NaN
+        self._pushdown = not any(pa.types.is_floating(types[c]) for c in filter_columns)
         #: what is read: the chosen columns and those the filter needs, in the table's order
         self._read_schema = pa.schema([f for f in table_schema if f.name in wanted])
         #: what comes back
@@ -164,6 +167,13 @@ class TableScan:
             meta = self.metadata
             check_files_exist(self.storage, self.files, table=meta.name, version=self.version)
             raise
+        except pa.ArrowInvalid as exc:
+            if self._filter is None or "overflow" not in str(exc):
+                raise
+            # Spark's ANSI mode fails the same way: the arithmetic of the condition left its type's range
+            raise InvalidArgumentError(
+                f"{self.metadata.name}: where {self.where!r} overflows on the table's rows ({exc})"
+            ) from None
 
     def _read(self, *, whole: bool) -> Iterator[pa.RecordBatch | pa.Table]:
         meta = self.metadata
@@ -171,9 +181,15 @@ class TableScan:
         if plain:
             dataset, others = plain_dataset(self.storage, plain, self._read_schema, meta.partition_by)
             if whole:
-                yield dataset.to_table(columns=self.columns, filter=self._filter)
-            else:
+                if self._pushdown:
+                    yield dataset.to_table(columns=self.columns, filter=self._filter)
+                else:
+                    yield self._filtered(dataset.to_table(columns=self._read_schema.names))
+            elif self._pushdown:
                 yield from dataset.to_batches(columns=self.columns, filter=self._filter)
+            else:
+                for batch in dataset.to_batches(columns=self._read_schema.names):
+                    yield from self._filtered(pa.Table.from_batches([batch])).to_batches()
             rest = [[file] for file in others] + rest
         for group in rest:
             merge = bool(meta.primary_key) and not all(f.kind is FileKind.BASE for f in group)
@@ -188,6 +204,10 @@ class TableScan:
                 yield data
             else:
                 yield from data.to_batches()
+
+    def _filtered(self, data: pa.Table) -> pa.Table:
+        """`data` (the read schema's columns) filtered row by row, then the chosen columns."""
+        return (data.filter(self._filter) if self._filter is not None else data).select(self.columns)
 
     def _conformed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         return batch if batch.schema.equals(self.schema) else batch.cast(self.schema)

@@ -1,9 +1,10 @@
-"""`python -m bench [core|spark|operator|scale|stream] [--quick] [--only NAME ...]`: run the benchmarks, print a table.
+"""`python -m bench [core|spark|operator|scale|stream|read] [--quick] [--only NAME ...]`: run the benchmarks.
 
 With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS); scale
 (tables of many live files, issue 32) and stream (Structured Streaming, issue 42) run only when named:
-scale grows tables for many minutes, stream's memory runs take about two hours. Results go to
-bench/results/ (gitignored) as one JSON
+scale grows tables for many minutes, stream's memory runs take about two hours; read (reads without
+Spark against delta-rs and bare Parquet, the Delta mirror's cost, one partition of a million-file table,
+issue 43) grows a million-file table too. Results go to bench/results/ (gitignored) as one JSON
 document per suite and run, with every sample; the tables on stdout are the summary. Progress lines go
 to stderr.
 """
@@ -14,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import core, operator, scale, spark, stream
+from . import core, operator, read, scale, spark, stream
 
-SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale, "stream": stream}
+SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale, "stream": stream, "read": read}
 #: what runs when no suite is named
 DEFAULT_SUITES = ("core", "spark", "operator")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -36,7 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=core.BENCHMARKS + spark.BENCHMARKS + operator.BENCHMARKS + scale.BENCHMARKS + stream.BENCHMARKS,
+        choices=core.BENCHMARKS
+        + spark.BENCHMARKS
+        + operator.BENCHMARKS
+        + scale.BENCHMARKS
+        + stream.BENCHMARKS
+        + read.BENCHMARKS,
         help="run only this benchmark (repeatable; a suite runs only if one of its benchmarks is named); default: all",
     )
     parser.add_argument(

@@ -33,6 +33,8 @@ RUN_BY = {
     "docs/metrics.md#python-0": "tests/test_docs.py::test_the_metrics_example_exposes_the_commit_counters",
     "docs/retention.md#python-0": "tests/test_docs.py::test_the_retention_example_keeps_what_its_duration_covers",
     "docs/repair.md#python-0": "tests/test_docs.py::test_the_repair_example_removes_the_missing_file_in_one_version",
+    "docs/reading.md#python-0": "tests/test_docs.py::test_the_reading_example_reads_with_every_engine",
+    "docs/reading.md#python-1": "tests/test_docs.py::test_the_mirror_example_reads_with_delta_rs_refusing_writers",
 }
 
 
@@ -151,3 +153,34 @@ def test_the_retention_example_keeps_what_its_duration_covers(catalog: Catalog) 
     assert names["report"].oldest_version_kept == 0
     assert names["plan"].dry_run and list(names["plan"].paths) == []
     assert t.snapshot(version=1).row_count == 1  # still readable: nothing was deleted
+
+
+def _commented(block: docs.Block) -> list[str]:
+    """What each `print(...)  # shown` line of an example says it prints (the comment up to a colon)."""
+    shown = []
+    for line in block.code.splitlines():
+        code, _, comment = line.partition("  # ")
+        if code.strip().startswith("print(") and comment:
+            shown.append(comment.split(": ")[0].removesuffix(" ..."))
+    return shown
+
+
+def test_the_reading_example_reads_with_every_engine() -> None:
+    printed = run(docs.block("docs/reading.md", "python"), {}).splitlines()
+    assert printed[0] == "[{'id': 1, 'amount': 10.0}, {'id': 2, 'amount': 10.0}, {'id': 3, 'amount': 25.0}]"
+    assert printed[1:] == [
+        "20.0",
+        "[('2026-11-01', 2), ('2026-11-02', 1)]",
+        "[('2026-11-01', 20.0), ('2026-11-02', 25.0)]",
+        "45.0",
+        "2",
+        "1",
+        "True",
+    ]
+
+
+def test_the_mirror_example_reads_with_delta_rs_refusing_writers() -> None:
+    block = docs.block("docs/reading.md", "python", 1)
+    printed = run(block, {}).splitlines()
+    assert printed == ["0", "3 3", "1", "3", "3", "True", "3"]
+    assert printed == _commented(block)

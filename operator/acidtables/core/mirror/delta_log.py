@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,10 +194,11 @@ def sync_delta(services: Services, table_id: str, location: str, *, known: int |
         previous = services.snapshots.load(table_id, location, newest).metadata if newest >= 0 else None
         interval = checkpoint_interval(meta)
         skipped = False
+        oldest = _oldest_retained(services, table_id)
         for entry in services.log(table_id, location).read(newest, head):
             record = services.decode_log_entry(location, entry)
             current = record.metadata or previous
-            if record.version < _oldest_retained(services, table_id):
+            if record.version < oldest:
                 # expired before this run reached it (a vacuum's trim may be deleting entries this old): a
                 # Delta reader must not be offered it; the chain restarts at a checkpoint below
                 previous, skipped = current, True
@@ -221,6 +223,11 @@ def sync_delta(services: Services, table_id: str, location: str, *, known: int |
                 skipped = False
             elif record.version % interval == 0 and record.version > 0:
                 _write_checkpoint(services, storage, table_id, location, record.version)
+        # a vacuum's trim that ran meanwhile (checkpoint at its floor, entries before it deleted) may have
+        # seen this run write entries before its floor again: they go
+        floor = _oldest_retained(services, table_id)
+        if floor > oldest and storage.exists(_checkpoint_path(floor)):
+            _remove_before(storage, floor)
     return MirrorState(True, head, head)
 
 
@@ -249,6 +256,8 @@ def _write_checkpoint(services: Services, storage: Storage, table_id: str, locat
 
 
 MIRROR_WORK = "acidtables-delta-mirror"
+#: how long the committing process's mirror thread lets commits gather before it catches up
+MIRROR_COALESCE_SECONDS = 0.2
 
 
 def schedule_mirror(services: Services, table: tuple[str, str], version: int) -> None:
@@ -260,6 +269,9 @@ def schedule_mirror(services: Services, table: tuple[str, str], version: int) ->
     mirrored: dict[tuple[str, str], int] = {}
 
     def work(key: tuple[str, str], _version: int) -> None:
+        # commits that land meanwhile are combined into this one request (BackgroundWork keeps the newest),
+        # so a writer committing back to back shares one catch-up per interval instead of one per commit
+        time.sleep(MIRROR_COALESCE_SECONDS)
         state = sync_delta(services, *key, known=mirrored.get(key))
         if state.version is not None:
             mirrored[key] = state.version

@@ -100,7 +100,14 @@ def _foreign_log(storage: Storage, table_id: str) -> str | None:
     entries = _entries(storage)
     if not entries:
         return None
-    version, kind = max(entries)
+    try:
+        return _foreign_entry(storage, table_id, *max(entries))
+    except FileNotFoundError:
+        # removed since the listing (this table's mirror being removed by another process): look again
+        return _foreign_log(storage, table_id)
+
+
+def _foreign_entry(storage: Storage, table_id: str, version: int, kind: str) -> str | None:
     if kind == "checkpoint.parquet":
         table = pq.read_table(
             pa.BufferReader(storage.read(_checkpoint_path(version))), columns=["metaData", "protocol"]

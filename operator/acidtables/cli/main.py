@@ -41,28 +41,22 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage())
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str, minimum: int, bound: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text} {bound}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1, "must be at least 1")
 
 
 def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must not be negative")
-    return value
-
-
-def _version(text: str) -> int:
-    return _non_negative_int(text)
+    return _whole_number(text, 0, "must not be negative")
 
 
 def _port(text: str) -> int:
@@ -126,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     read = sub.add_parser("read", parents=options, help="print a table's rows (no Spark needed)")
     read.add_argument("name", help="namespace.table")
     at = read.add_mutually_exclusive_group()
-    at.add_argument("--version", type=_version, metavar="N", help="the rows of ID version N (time travel)")
+    at.add_argument("--version", type=_non_negative_int, metavar="N", help="the rows of ID version N (time travel)")
     at.add_argument("--timestamp", metavar="T", help="the rows as of a time (ISO 8601, e.g. 2026-11-28T10:00:00Z)")
     read.add_argument(
         "--where", metavar="COND", help="a Spark SQL condition, e.g. \"dt = '2026-11-01' AND amount > 0\""

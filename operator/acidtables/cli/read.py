@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from acidtables.core import Catalog
+from acidtables.core import Catalog, TableScan
 
 from .commands import open_table
 from .output import UsageError, rfc3339, table
@@ -50,11 +50,7 @@ def read(
         where=where, columns=chosen, version=version, timestamp=timestamp, limit=limit
     )
     if output_format == "parquet":
-        binary = _binary(out, terminal=False)
-        with pq.ParquetWriter(binary, scan.schema) as writer:
-            for batch in scan.to_batches():
-                writer.write_batch(batch)
-        binary.flush()
+        _write_batches(scan, pq.ParquetWriter, _binary(out, terminal=False))
         return
     if output_format == "csv":
         nested = [f.name for f in scan.schema if pa.types.is_nested(f.type)]
@@ -64,11 +60,7 @@ def read(
                 "use --format json or parquet, or --columns without them",
                 "",
             )
-        binary = _binary(out, terminal=True)
-        with pacsv.CSVWriter(binary, scan.schema) as writer:
-            for batch in scan.to_batches():
-                writer.write_batch(batch)
-        binary.flush()
+        _write_batches(scan, pacsv.CSVWriter, _binary(out, terminal=True))
         return
     if output_format == "json":
         for row in _rows(scan.to_batches()):
@@ -80,6 +72,14 @@ def read(
     count = data.num_rows
     out.write(f"({count} row{'s' if count != 1 else ''}, version {scan.version})\n")
     out.flush()
+
+
+def _write_batches(scan: TableScan, writer_class: Any, binary: BinaryIO) -> None:
+    """Stream the rows batch by batch through pyarrow's Parquet or CSV writer."""
+    with writer_class(binary, scan.schema) as writer:
+        for batch in scan.to_batches():
+            writer.write_batch(batch)
+    binary.flush()
 
 
 def _rows(reader: pa.RecordBatchReader) -> Iterator[dict[str, Any]]:

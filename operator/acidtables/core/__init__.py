@@ -102,11 +102,11 @@ from acidtables.core.maintenance.retention import ExpireReport, Retention, Vacuu
 from acidtables.core.mirror import MIRROR_PROPERTY, MirrorState, mirror_formats
 from acidtables.core.names import split_name
 from acidtables.core.process_exit import exit_process
-from acidtables.core.read import TableScan, arrow_type, read_schema
+from acidtables.core.read import TableScan, arrow_type, partition_text, read_schema
 from acidtables.core.read import merge_on_read as merge_rows_on_read
 from acidtables.core.read import read_file as read_data_file
 from acidtables.core.schema.ddl import parse_schema
-from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
+from acidtables.core.schema.file_schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.storage.locations import location_key
 from acidtables.core.storage.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
@@ -114,6 +114,7 @@ from acidtables.core.storage.storage import HIVE_NULL, STAGING_LEVELS, ObjectSto
 __all__ = [
     "CONFLICT_CLASSES",
     "CONFLICT_DETECTION_PROPERTY",
+    "DELETE",
     "ENDPOINTS",
     "HIVE_NULL",
     "LOCAL_ETCD_MARKER",
@@ -121,6 +122,7 @@ __all__ = [
     "OP_COLUMN",
     "SEQ_COLUMN",
     "STAGING_LEVELS",
+    "UPSERT",
     "VARIABLES",
     "WAREHOUSE",
     "AcidTablesError",
@@ -209,6 +211,7 @@ __all__ = [
     "parse_schema",
     "parse_target_predicate",
     "partition_files",
+    "partition_text",
     "plan_compaction",
     "read_data_file",
     "read_predicate",

@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype_string
 
-from acidtables.core import OP_COLUMN as OP_COLUMN  # re-exported: the Spark side's name for it
+# re-exported: the Spark side's names for the merge-on-read columns and operations, and partition text
+from acidtables.core import DELETE as DELETE
+from acidtables.core import OP_COLUMN as OP_COLUMN
 from acidtables.core import SEQ_COLUMN as SEQ_COLUMN
+from acidtables.core import UPSERT as UPSERT
 from acidtables.core import Column, InvalidArgumentError, Literal, TableMetadata
-
-#: columns acidtables adds to primary-key (merge-on-read) files: the row's operation and sequence
-UPSERT, DELETE = "U", "D"
-
+from acidtables.core import partition_text as partition_text
 
 _SIMPLE: dict[str, DataType] = {
     "BIGINT": T.LongType(),
@@ -198,16 +198,6 @@ def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> 
     if type_ == "BOOLEAN":
         return raw.lower() == "true"
     return raw
-
-
-def partition_text(value: object) -> str | None:
-    """A log partition value as text, which a reader casts to the column's type (DATE, TIMESTAMP and
-    DECIMAL values are kept as the text their directories spell)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def log_partition_value(meta: TableMetadata, column: str, value: object) -> Literal:

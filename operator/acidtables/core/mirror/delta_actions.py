@@ -23,7 +23,7 @@ import pyarrow as pa
 from acidtables.core.log.operations import Operation
 from acidtables.core.log.records import CommitRecord, DataFile, TableMetadata
 from acidtables.core.log.snapshot import Snapshot
-from acidtables.core.schema.types import split_top_level
+from acidtables.core.schema.types import inner_type, split_top_level
 
 #: the writer feature that keeps Delta writers out (they refuse a table naming a feature they lack)
 WRITER_FEATURE = "acidtablesCommits"
@@ -70,10 +70,6 @@ _OPERATIONS = {
 _STATS_TYPES = frozenset({"long", "integer", "short", "byte", "double", "float", "string", "date", "boolean"})
 
 
-def _inner(text: str) -> str:
-    return text[text.index("<") + 1 : text.rindex(">")]
-
-
 def delta_type(type_text: str) -> Any:
     """A column type (the log's spelling) as Delta's schema JSON spells it."""
     upper = type_text.strip().upper()
@@ -84,13 +80,13 @@ def delta_type(type_text: str) -> Any:
     if upper.startswith(("CHAR(", "VARCHAR(")):
         return "string"
     if upper.startswith("ARRAY<"):
-        return {"type": "array", "elementType": delta_type(_inner(type_text)), "containsNull": True}
+        return {"type": "array", "elementType": delta_type(inner_type(type_text)), "containsNull": True}
     if upper.startswith("MAP<"):
-        key, value = split_top_level(_inner(type_text))
+        key, value = split_top_level(inner_type(type_text))
         return {"type": "map", "keyType": delta_type(key), "valueType": delta_type(value), "valueContainsNull": True}
     if upper.startswith("STRUCT<"):
         fields = []
-        for part in split_top_level(_inner(type_text)):
+        for part in split_top_level(inner_type(type_text)):
             name, _, field_type = part.partition(":")
             fields.append(_field(name.strip().strip("`"), field_type, nullable=True))
         return {"type": "struct", "fields": fields}

@@ -2,7 +2,7 @@
 returns them (`scan.TableScan`), for pandas, Polars, DuckDB and any engine that takes Arrow."""
 
 from acidtables.core.read.arrow_schema import TIMESTAMP_ZONE, arrow_type, read_schema
-from acidtables.core.read.data_files import partition_scalar, read_file
+from acidtables.core.read.data_files import partition_scalar, partition_text, read_file
 from acidtables.core.read.merge import merge_on_read, newest_per_key
 from acidtables.core.read.row_filter import row_filter
 from acidtables.core.read.scan import TableScan
@@ -14,6 +14,7 @@ __all__ = [
     "merge_on_read",
     "newest_per_key",
     "partition_scalar",
+    "partition_text",
     "read_file",
     "read_schema",
     "row_filter",

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.log.records import TableMetadata
-from acidtables.core.schema.types import split_top_level
+from acidtables.core.schema.types import inner_type, split_top_level
 
 #: the time zone TIMESTAMP columns are read in: instants, as Spark hands them to Arrow
 TIMESTAMP_ZONE = "UTC"
@@ -39,10 +39,6 @@ _PRIMITIVE: dict[str, pa.DataType] = {
 }
 
 
-def _inner(text: str) -> str:
-    return text[text.index("<") + 1 : text.rindex(">")]
-
-
 def arrow_type(type_text: str) -> pa.DataType:
     """The Arrow type of a column type as the log spells it (`core.schema.types.normalize_type`)."""
     text = type_text.strip()
@@ -55,13 +51,13 @@ def arrow_type(type_text: str) -> pa.DataType:
     if upper.startswith(("CHAR(", "VARCHAR(")):
         return pa.string()
     if upper.startswith("ARRAY<"):
-        return pa.list_(pa.field("element", arrow_type(_inner(text)), nullable=True))
+        return pa.list_(pa.field("element", arrow_type(inner_type(text)), nullable=True))
     if upper.startswith("MAP<"):
-        key, value = split_top_level(_inner(text))
+        key, value = split_top_level(inner_type(text))
         return pa.map_(pa.field("key", arrow_type(key), nullable=False), pa.field("value", arrow_type(value)))
     if upper.startswith("STRUCT<"):
         fields = []
-        for part in split_top_level(_inner(text)):
+        for part in split_top_level(inner_type(text)):
             name, _, field_type = part.partition(":")
             fields.append(pa.field(name.strip().strip("`"), arrow_type(field_type), nullable=True))
         return pa.struct(fields)

@@ -28,12 +28,11 @@ import pyarrow.parquet as pq
 from acidtables.core.errors import AcidTablesError
 from acidtables.core.expressions import Literal
 from acidtables.core.log.records import DataFile, TableMetadata
-from acidtables.core.schema.file_schema import MERGE_ON_READ_OPS, OP_COLUMN, SEQ_COLUMN
+from acidtables.core.schema.file_schema import MERGE_ON_READ_OPS, OP_COLUMN, SEQ_COLUMN, UPSERT
 from acidtables.core.storage.storage import Storage
 
 #: helper columns of a file-by-file read: the file, the row's position in it, the version that added it
 FILE, ROW, VERSION = "_acid_file", "_acid_row", "_acid_version"
-UPSERT = "U"
 
 #: Spark writes TIMESTAMP as INT96 by default; read as microseconds (Spark's unit), as nanoseconds it
 #: would overflow outside 1677-2262 (the common 9999-12-31 sentinel)

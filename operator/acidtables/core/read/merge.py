@@ -15,9 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from acidtables.core.read.data_files import FILE, ROW, VERSION
-from acidtables.core.schema.file_schema import OP_COLUMN, SEQ_COLUMN
+from acidtables.core.schema.file_schema import DELETE, OP_COLUMN, SEQ_COLUMN
 
-DELETE = "D"
 _ORDER, _POSITION = "_acid_order", "_acid_position"
 
 
@@ -48,4 +47,4 @@ def merge_on_read(data: pa.Table, primary_key: Sequence[str]) -> pa.Table:
     return newest.filter(pc.not_equal(newest[OP_COLUMN], DELETE))
 
 
-__all__ = ["DELETE", "merge_on_read", "newest_per_key"]
+__all__ = ["merge_on_read", "newest_per_key"]

@@ -30,20 +30,18 @@ import pyarrow as pa
 
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.log.records import FileKind, TableMetadata
-from acidtables.core.schema.types import split_top_level
+from acidtables.core.schema.types import inner_type, split_top_level
 
 #: the merge-on-read columns of primary-key files (spark/schema.py writes them under the same names)
 OP_COLUMN = "_acid_op"
 SEQ_COLUMN = "_acid_seq"
-MERGE_ON_READ_OPS = frozenset({"U", "D"})
+#: a merge-on-read row's operation: an upsert, or a tombstone for its key
+UPSERT, DELETE = "U", "D"
+MERGE_ON_READ_OPS = frozenset({UPSERT, DELETE})
 
 _INTS = {"TINYINT": 8, "BYTE": 8, "SMALLINT": 16, "SHORT": 16, "INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64}
 #: decimal digits an integer of a bit width needs (Spark reads INT32 into DECIMAL(p, s) with p - s >= 10)
 _INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}
-
-
-def _inner(type_text: str) -> str:
-    return type_text[type_text.index("<") + 1 : type_text.rindex(">")]
 
 
 def _integer_width(file_type: pa.DataType) -> int | None:
@@ -96,20 +94,20 @@ def readable_as(file_type: pa.DataType, table_type: str) -> bool:
         return head == "TIMESTAMP_NTZ" and pa.types.is_date32(file_type)
     if head == "ARRAY":
         is_list = pa.types.is_list(file_type) or pa.types.is_large_list(file_type)
-        return is_list and readable_as(file_type.value_type, _inner(table_type))
+        return is_list and readable_as(file_type.value_type, inner_type(table_type))
     if head == "MAP":
         if not pa.types.is_map(file_type):
             return False
-        key, value = [p.strip() for p in split_top_level(_inner(table_type))]
+        key, value = [p.strip() for p in split_top_level(inner_type(table_type))]
         return readable_as(file_type.key_type, key) and readable_as(file_type.item_type, value)
     if head == "STRUCT":
         if not pa.types.is_struct(file_type):
             return False
         stored = {file_type.field(i).name.lower(): file_type.field(i).type for i in range(file_type.num_fields)}
-        for part in [p.strip() for p in split_top_level(_inner(table_type))]:
-            name, _, inner_type = part.partition(":")
+        for part in [p.strip() for p in split_top_level(inner_type(table_type))]:
+            name, _, field_type = part.partition(":")
             got = stored.get(name.strip().lower())
-            if got is not None and not readable_as(got, inner_type.strip()):
+            if got is not None and not readable_as(got, field_type.strip()):
                 return False
         return True  # missing fields read as NULL, extra ones are ignored (Spark's struct reading)
     return False

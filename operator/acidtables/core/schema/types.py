@@ -122,6 +122,11 @@ class _Parser:
         return word
 
 
+def inner_type(type_text: str) -> str:
+    """`ARRAY<BIGINT>` -> `BIGINT`, `MAP<K, V>` -> `K, V`: what a complex type's brackets hold."""
+    return type_text[type_text.index("<") + 1 : type_text.rindex(">")]
+
+
 def split_top_level(text: str) -> list[str]:
     """`a, MAP<b, c>, DECIMAL(10,2)` -> the comma-separated parts outside brackets, unstripped: how a
     schema string splits into columns and a STRUCT or MAP type into its fields."""

@@ -204,14 +204,29 @@ class ConcurrentModificationException(AcidTablesError):
         #: the partition where the conflict happened (the file the rule tripped on), e.g. `dt=a`; None
         #: for an unpartitioned table or a table-wide cause such as a metadata change
         self.partition_hint = partition_hint
+        #: the multi-table transaction this job was one part of (Catalog.transaction()), and its tables
+        self.multi_txn_id: str | None = None
+        self.multi_txn_tables: tuple[str, ...] = ()
         super().__init__(self._message())
+
+    def as_part_of(self, multi_txn_id: str, tables: tuple[str, ...]) -> ConcurrentModificationException:
+        """This conflict, said of one part of a multi-table transaction, which it failed whole."""
+        self.multi_txn_id, self.multi_txn_tables = multi_txn_id, tables
+        self.args = (self._message(),)
+        return self
 
     def _message(self) -> str:
         detail = f" ({self.detail})" if self.detail else ""
+        nothing = "Nothing was committed."
+        if getattr(self, "multi_txn_id", None):
+            nothing = (
+                f"Nothing was committed: it was one part of multi-table transaction {self.multi_txn_id} over "
+                f"{', '.join(self.multi_txn_tables)}, and none of them changed."
+            )
         return (
             f"[{self.error_class}] {self.operation} on {self.table}{_partition_hint(self.partition_hint or self.scope)}"
             f" lost to {self.winning_operation} at version {self.winning_version} (read version "
-            f"{self.read_version}): {self.reason}{detail}. Nothing was committed. {self.advice()}"
+            f"{self.read_version}): {self.reason}{detail}. {nothing} {self.advice()}"
         )
 
     def advice(self) -> str:
@@ -230,6 +245,7 @@ class ConcurrentModificationException(AcidTablesError):
             "winning_operation": self.winning_operation,
             "scope": self.scope,
             "partition_hint": self.partition_hint,
+            "multi_txn_id": self.multi_txn_id,
         }
 
 

@@ -29,6 +29,8 @@ VARIABLES = (
     "ACIDTABLES_ETCD_PASSWORD",
     "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS",
     "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS",
+    "ACIDTABLES_ETCD_MAX_TXN_OPS",
+    "ACIDTABLES_ETCD_MAX_REQUEST_BYTES",
     "ACIDTABLES_COMMIT_MAX_ATTEMPTS",
     "ACIDTABLES_CHECKPOINT_INTERVAL",
     "ACIDTABLES_CHECKPOINT_ACTIONS",
@@ -88,6 +90,10 @@ class EtcdSettings:
     request_timeout_seconds: float = 5.0
     #: how long to keep trying an unreachable etcd before raising CoordinatorUnavailable
     unavailable_timeout_seconds: float = 15.0
+    #: etcd's --max-txn-ops and --max-request-bytes (its defaults; the chart sets them explicitly): they
+    #: bound how many tables one multi-table commit may hold (docs/transactions.md#limits)
+    max_txn_ops: int = 128
+    max_request_bytes: int = 1536 * 1024
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -215,5 +221,7 @@ class Settings:
             password=env.get("ACIDTABLES_ETCD_PASSWORD") or None,
             request_timeout_seconds=_float(env, "ACIDTABLES_ETCD_REQUEST_TIMEOUT_SECONDS", 5.0),
             unavailable_timeout_seconds=_float(env, "ACIDTABLES_ETCD_UNAVAILABLE_TIMEOUT_SECONDS", 15.0),
+            max_txn_ops=_int(env, "ACIDTABLES_ETCD_MAX_TXN_OPS", EtcdSettings.max_txn_ops),
+            max_request_bytes=_int(env, "ACIDTABLES_ETCD_MAX_REQUEST_BYTES", EtcdSettings.max_request_bytes),
         )
         return Settings(etcd=etcd, warehouse=warehouse, commit=CommitSettings.from_env(env))

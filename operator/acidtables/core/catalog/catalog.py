@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
-from acidtables.core.catalog.table import Table
+from acidtables.core.catalog.multi_table import MultiTableTransaction
+from acidtables.core.catalog.table import Table, TimeLike
 from acidtables.core.coordination.coordinator import Coordinator
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.errors import (
@@ -33,6 +34,7 @@ from acidtables.core.errors import (
 from acidtables.core.log.operations import IsolationLevel, OpClass, Operation, Policy
 from acidtables.core.log.records import Column, CommitInfo, CommitRecord, Head, Protocol, TableMetadata, seal_entry
 from acidtables.core.log.services import Services
+from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.maintenance.maintenance import DropReport, delete_table_data
 from acidtables.core.mirror import check_mirror
 from acidtables.core.names import IDENTIFIER, split_name
@@ -403,6 +405,38 @@ class Catalog:
     def table(self, name: str) -> Table:
         _, _, entry = self._entry(name, "table")
         return Table(self.services, entry["table_id"], entry["name"], entry["location"])
+
+    def transaction(self) -> MultiTableTransaction:
+        """A transaction over several tables, committed all together or not at all (one etcd
+        transaction compares every table's head): `with catalog.transaction() as tx:` then
+        `tx.begin(table_name, operation)` per table; leaving the block commits, an exception aborts.
+        docs/transactions.md."""
+        return MultiTableTransaction(self.services, self.table)
+
+    def snapshots(self, names: Sequence[str], *, timestamp: TimeLike | None = None) -> dict[str, Snapshot]:
+        """Each named table pinned at one instant: the versions current at one etcd revision (or, with
+        `timestamp`, each table's version as of that time, read at one revision too), so no
+        multi-table commit is ever seen in part. By table name, in the order given."""
+        if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+            raise InvalidArgumentError(f"snapshots(): expected a list of table names, found {names!r}")
+        tables: dict[str, Table] = {}
+        for name in names:
+            table = self.table(name)
+            tables.setdefault(table.name, table)
+        heads, _ = self.services.coordinator.read_heads([t.table_id for t in tables.values()])
+        pinned: dict[str, Snapshot] = {}
+        for name, table in tables.items():
+            head = heads[table.table_id]
+            if head is None:
+                raise TableNotFoundError(f"snapshots(): {name} was dropped")
+            head_version = int(head.value["version"])
+            version = head_version
+            if timestamp is not None:
+                # a multi-table commit gives every part one time version and lands whole, so capping each
+                # table's answer at the head read at this revision keeps the tables consistent
+                version = min(table.version_at(timestamp, method="snapshots"), head_version)
+            pinned[name] = table.snapshot_at(version, head_version)
+        return pinned
 
     def wait_for_table(self, name: str, timeout_seconds: float = 300.0) -> Table:
         """The table `name`, once it exists. For a job deployed together with its table (one `kubectl

@@ -101,6 +101,9 @@ class HistoryEntry:
     predicates: tuple[str, ...] = ()
     #: what the job counted, in Delta's operationMetrics names (numUpdatedRows, ...)
     metrics: Mapping[str, int] = field(default_factory=dict)
+    #: the multi-table transaction the commit was one part of (an id its parts share), and its tables
+    multi_txn_id: str | None = None
+    multi_txn_tables: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +123,8 @@ class HistoryEntry:
             "isolation_level": self.isolation_level,
             "predicates": list(self.predicates),
             "metrics": dict(self.metrics),
+            "multi_txn_id": self.multi_txn_id,
+            "multi_txn_tables": list(self.multi_txn_tables),
         }
 
 
@@ -241,6 +246,12 @@ class Table:
             version = self.version_at(timestamp, method="snapshot")
         if version is None:
             version = head_version
+        return self.snapshot_at(version, head_version)
+
+    @names_damage
+    def snapshot_at(self, version: int, head_version: int) -> Snapshot:
+        """Version `version` of the table whose head was `head_version` when it was read (by `snapshot`,
+        or by Catalog.snapshots at one etcd revision for several tables)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise InvalidArgumentError(f"snapshot(): version must be a non-negative int, found {version!r}")
         if version > head_version:
@@ -433,6 +444,8 @@ class Table:
                     isolation_level=r.isolation_level.value if r.isolation_level else None,
                     predicates=tuple(expr_sql(p) for p in r.read_predicates),
                     metrics=r.metrics,
+                    multi_txn_id=r.multi_txn_id,
+                    multi_txn_tables=r.multi_txn_tables,
                 )
             )
         return out

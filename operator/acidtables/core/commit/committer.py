@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from acidtables.core import events
 from acidtables.core.commit.conflicts import judge
 from acidtables.core.coordination.failures import CommitAnswerLost
-from acidtables.core.coordination.tables import CasResult
+from acidtables.core.coordination.tables import CasRequest, CasResult
 from acidtables.core.errors import (
     CommitOutcomeUnknown,
     CommitRetriesExhausted,
@@ -76,7 +76,7 @@ def commit(
             operation=intent.operation,
             skipped=True,
         )
-    committer = _Committer(services, intent, snapshot, expected_revision, staged)
+    committer = TableCommitter(services, intent, snapshot, expected_revision, staged)
     if reads_since is not None and reads_since < snapshot.version:
         committer.judge_commits_the_reads_missed(reads_since)
     return committer.run()
@@ -84,6 +84,18 @@ def commit(
 
 #: the operations whose commit is left out of the log when it would change nothing (below)
 SKIPPED_WHEN_EMPTY = frozenset({Operation.UPDATE, Operation.DELETE, Operation.MERGE})
+
+
+def retry_delay(services: Services, attempt: int) -> float:
+    """The pause before the next attempt after `attempt` lost compares in a row. The failed
+    compare-and-swap brought back what beat it and the commit is rebased onto it: the first retry goes
+    at once. Losing again means a crowd: back off with full jitter, doubling from backoff_seconds,
+    capped, as etcd's STM does."""
+    settings = services.settings.commit
+    if attempt <= 1:
+        return 0.0
+    ceiling = min(settings.backoff_max_seconds, settings.backoff_seconds * 2 ** (attempt - 2))
+    return services.rng.uniform(0, ceiling)
 
 
 def records_nothing(intent: CommitRecord) -> bool:
@@ -101,7 +113,7 @@ def records_nothing(intent: CommitRecord) -> bool:
     )
 
 
-class _Committer:
+class TableCommitter:
     def __init__(
         self, services: Services, intent: CommitRecord, snapshot: Snapshot, expected_revision: int, staged: Staged
     ) -> None:
@@ -126,7 +138,7 @@ class _Committer:
 
     # --- events --------------------------------------------------------------------------------------
 
-    def _event(self, kind: str, **fields: Any) -> events.CommitEvent:
+    def event(self, kind: str, **fields: Any) -> events.CommitEvent:
         return events.commit_event(
             kind,
             self.meta.name,
@@ -140,72 +152,58 @@ class _Committer:
     # --- the loop ------------------------------------------------------------------------------------
 
     def run(self) -> CommitInfo:
-        applied = self._already_applied(self.intent)
+        applied = self.already_applied()
         if applied is not None:
             return applied
         attempt = 0
         while True:
             attempt += 1
             now = self.services.clock()
-            # D-19: strictly increasing even when clocks disagree; only data changes get one (D-20)
-            time_version = max(now, (self.base_time or 0) + 1) if self.operation.changes_data else None
-            record = replace(
-                self.intent,
-                version=self.base_version + 1,
-                committed_at=now,
-                time_version=time_version,
-                retries=attempt - 1,
-                commit_micros=int((time.monotonic() - self.started) * 1_000_000),
-            )
-            head = Head(record.version, time_version if time_version is not None else self.base_time, self.txn_id)
+            record = self.attempt_record(attempt, now, self.next_time_version(now))
+            request = self.cas_request(record, attempt)
             try:
                 result = self.services.coordinator.compare_and_swap(
-                    self.table_id,
-                    self.expected_revision,
-                    self.base_version,
-                    record.version,
-                    self._log_entry(record, attempt),
-                    head.to_json(),
-                    self.txn_id,
-                    time_version,
+                    request.table_id,
+                    request.expected_head_revision,
+                    request.read_after,
+                    request.version,
+                    request.entry,
+                    request.head,
+                    request.txn_id,
+                    request.time_version,
                 )
             except CoordinatorFull as full:
                 # etcd applies the write that crosses its quota and only then answers NOSPACE (its quota
                 # applier), so a refusal may have landed: look the txn id up (reads still work)
-                looked_up = self._after_lost_answer(full, self.base_version)
+                looked_up = self.after_lost_answer(full)
                 if looked_up.succeeded:
-                    return self._finish(self._decode(looked_up.log[0]))
-                self._give_up()
+                    return self.finish(self.decode(looked_up.log[0]))
+                self.give_up()
                 raise
-            except CoordinatorPermissionDenied:
-                # refused before applying (the user may read the prefix but not write it): nothing landed
-                self._give_up()
+            except (CoordinatorPermissionDenied, CoordinatorRefused):
+                # refused before applying (the user may read the prefix but not write it; a request
+                # over etcd's limits): nothing landed
+                self.give_up()
                 raise
             except CommitAnswerLost as lost:
-                result = self._after_lost_answer(lost, self.base_version)
+                result = self.after_lost_answer(lost)
                 if result.succeeded:
-                    return self._finish(self._decode(result.log[0]))
+                    return self.finish(self.decode(result.log[0]))
             if result.succeeded:
-                return self._finish(record)
-            landed = self._absorb(result)
+                return self.finish(record)
+            landed = self.absorb(result)
             if landed is not None:
-                return self._finish(landed)
+                return self.finish(landed)
             if attempt >= self.settings.max_attempts:
-                self._give_up()
-                self.services.report(self._event("exhausted", retries=attempt))
+                self.give_up()
+                self.services.report(self.event("exhausted", retries=attempt))
                 raise CommitRetriesExhausted(
                     f"{self.operation.display} on {self.meta.name} was rebased {attempt} times without winning the "
                     f"compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS={self.settings.max_attempts}); nothing "
                     "was committed. The table is very busy: retry later or raise the limit."
                 )
-            # The failed compare-and-swap brought back what beat it and we are rebased onto it: the first
-            # retry goes at once. Losing again (attempt counts the losses in a row) means a crowd: back
-            # off with full jitter, doubling from backoff_seconds, capped, as etcd's STM does.
-            delay = 0.0
-            if attempt > 1:
-                ceiling = min(self.settings.backoff_max_seconds, self.settings.backoff_seconds * 2 ** (attempt - 2))
-                delay = self.services.rng.uniform(0, ceiling)
-            self.services.report(self._event("retry", retries=attempt, backoff_seconds=delay))
+            delay = retry_delay(self.services, attempt)
+            self.services.report(self.event("retry", retries=attempt, backoff_seconds=delay))
             logger.info(
                 "%s: txn %s (read version %d) rebased onto version %d, attempt %d/%d, retrying in %.3f s",
                 self.meta.name,
@@ -220,34 +218,64 @@ class _Committer:
                 self.services.timer.sleep(delay)
                 # Commits landed while we slept: rebase onto them now, so the next compare-and-swap
                 # compares a fresh head instead of losing to everything that happened during the sleep.
-                landed = self._absorb(self.services.coordinator.read_head_and_log(self.table_id, self.base_version))
+                landed = self.absorb(self.services.coordinator.read_head_and_log(self.table_id, self.base_version))
                 if landed is not None:
-                    return self._finish(landed)
+                    return self.finish(landed)
+
+    def next_time_version(self, now: int) -> int | None:
+        """D-19: strictly increasing even when clocks disagree; only data changes get one (D-20)."""
+        return max(now, (self.base_time or 0) + 1) if self.operation.changes_data else None
+
+    def attempt_record(self, attempt: int, now: int, time_version: int | None) -> CommitRecord:
+        """The record this attempt writes: the (rebased) intent at the version after its base."""
+        return replace(
+            self.intent,
+            version=self.base_version + 1,
+            committed_at=now,
+            time_version=time_version,
+            retries=attempt - 1,
+            commit_micros=int((time.monotonic() - self.started) * 1_000_000),
+        )
+
+    def cas_request(self, record: CommitRecord, attempt: int, *, inline_max_bytes: int | None = None) -> CasRequest:
+        """What the compare-and-swap of `record` sends for this table."""
+        time_version = record.time_version
+        head = Head(record.version, time_version if time_version is not None else self.base_time, self.txn_id)
+        return CasRequest(
+            table_id=self.table_id,
+            expected_head_revision=self.expected_revision,
+            read_after=self.base_version,
+            version=record.version,
+            entry=self._log_entry(record, attempt, inline_max_bytes),
+            head=head.to_json(),
+            txn_id=self.txn_id,
+            time_version=time_version,
+        )
 
     def judge_commits_the_reads_missed(self, since: int) -> None:
         """The job read the table at `since`, before the version it writes on: each commit in between is
         judged against what it read, as a concurrent one would be. They are already in its base, so
         nothing is rebased; a conflict fails the commit before any compare-and-swap."""
         for entry in self.log.read(since, self.read_version):
-            self._judged(self._decode(entry))
+            self._judged(self.decode(entry))
 
     def _judged(self, earlier: CommitRecord) -> CommitRecord:
         """Our intent judged against a commit it did not see (§13.1 / the matrices): rebased onto it, or
         the policy's conflict raised once the staged files are given up."""
         verdict = judge(earlier, self.intent, self.meta)
         if isinstance(verdict, ConcurrentModificationException):
-            self._fail(verdict)
+            self.fail(verdict)
             raise verdict
         return verdict
 
-    def _absorb(self, result: CasResult) -> CommitRecord | None:
+    def absorb(self, result: CasResult) -> CommitRecord | None:
         """Judge the winning commits in log order and rebase onto them (conflict-rules §1.4).
 
         Returns our own record if it is among them (an earlier attempt landed but its answer was lost);
         raises the policy's exception on a real conflict.
         """
         if result.head is None:
-            self._give_up()
+            self.give_up()
             raise TableNotFoundError(f"{self.meta.name} was dropped while {self.operation.display} was running")
         # etcd sent what it still has; a transaction whose read version left its window gets the rest
         # from the archive, so every winner is judged (a gap would be CorruptMetadataError, never a skip)
@@ -257,7 +285,7 @@ class _Committer:
             int(result.head.value["version"]),
         )
         for entry in log:
-            winner = self._decode(entry)
+            winner = self.decode(entry)
             if winner.version <= self.base_version:
                 continue
             if winner.txn_id == self.txn_id:
@@ -274,20 +302,22 @@ class _Committer:
 
     # --- pieces --------------------------------------------------------------------------------------
 
-    def _decode(self, entry: dict[str, Any]) -> CommitRecord:
+    def decode(self, entry: dict[str, Any]) -> CommitRecord:
         return self.services.decode_log_entry(self.meta.location, entry)
 
-    def _log_entry(self, record: CommitRecord, attempt: int) -> bytes:
-        """The encoded log entry: the record itself, or (when large) a pointer to an immutable commit file
-        written first. Encoded once here; etcd gets these bytes."""
+    def _log_entry(self, record: CommitRecord, attempt: int, inline_max_bytes: int | None) -> bytes:
+        """The encoded log entry: the record itself, or (when larger than `inline_max_bytes`, by default
+        ACIDTABLES' inline limit) a pointer to an immutable commit file written first. Encoded once
+        here; etcd gets these bytes."""
         encoded = json.dumps(seal_entry(record.to_json()), separators=(",", ":")).encode()
-        if len(encoded) <= self.settings.inline_record_max_bytes:
+        limit = self.settings.inline_record_max_bytes if inline_max_bytes is None else inline_max_bytes
+        if len(encoded) <= limit:
             return encoded
         path = self.storage.commit_file(record.txn_id, attempt)
         try:
             self.storage.write_exclusive(path, encoded)
         except (NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
-            self._give_up()
+            self.give_up()
             raise InvalidArgumentError(
                 f"{self.meta.name}: the commit file {self.storage.absolute(path)} cannot be written ({exc}); the "
                 "table's metadata directory must be a directory of its own. Nothing was committed"
@@ -300,9 +330,9 @@ class _Committer:
         }
         return json.dumps(seal_entry(pointer), separators=(",", ":")).encode()
 
-    def _already_applied(self, intent: CommitRecord) -> CommitInfo | None:
+    def already_applied(self) -> CommitInfo | None:
         """D-27: a write whose (app id, version) the table already has is skipped as already applied."""
-        for app_id, version in intent.app_ids.items():
+        for app_id, version in self.intent.app_ids.items():
             recorded = self.snapshot.app_ids.get(app_id)
             if recorded is not None and recorded[0] >= version:
                 self.staged.discard(keep=())
@@ -318,13 +348,13 @@ class _Committer:
                     version=recorded[1],
                     time_version=None,
                     retries=0,
-                    txn_id=intent.txn_id,
-                    operation=intent.operation,
+                    txn_id=self.txn_id,
+                    operation=self.operation,
                     skipped=True,
                 )
         return None
 
-    def _after_lost_answer(self, lost: Exception, base_version: int) -> CasResult:
+    def after_lost_answer(self, lost: Exception) -> CasResult:
         """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
         coordinator = self.services.coordinator
         try:
@@ -339,7 +369,7 @@ class _Committer:
                 )
                 return CasResult(True, None, self.log.read(landed - 1, landed))
             head = coordinator.read_head(self.table_id)
-            return CasResult(False, head, self.log.read(base_version))
+            return CasResult(False, head, self.log.read(self.base_version))
         except (CoordinatorUnavailable, CoordinatorRefused) as exc:  # no answer to the lookup: no answer at all
             raise CommitOutcomeUnknown(
                 f"the commit of {self.operation.display} on {self.meta.name} (txn {self.txn_id}) was sent "
@@ -350,11 +380,11 @@ class _Committer:
         except LookupError:
             raise TableNotFoundError(f"{self.meta.name} was dropped while the commit was running") from None
 
-    def _finish(self, record: CommitRecord) -> CommitInfo:
+    def finish(self, record: CommitRecord) -> CommitInfo:
         """After the commit point nothing raises: cleanup and checkpoint failures are warnings."""
         self.staged.discard(keep=[f.path for f in record.adds])
         self._cache_new_snapshot(record)
-        self.services.report(self._event("committed", version=record.version, retries=record.retries))
+        self.services.report(self.event("committed", version=record.version, retries=record.retries))
         table = (self.table_id, self.meta.location)
         if record.version % max(1, self.settings.log_window_versions // 2) == 0:
             self.services.archiver.schedule(table, None)
@@ -380,6 +410,7 @@ class _Committer:
             files_added=len(record.adds),
             files_removed=len(record.removes),
             is_blind_append=record.blind_append,
+            multi_txn_id=record.multi_txn_id,
         )
 
     def _cache_new_snapshot(self, record: CommitRecord) -> None:
@@ -392,13 +423,13 @@ class _Committer:
         except ValueError as exc:  # never after the commit point; the cache just misses
             logger.debug("%s: not caching version %d: %s", self.meta.name, record.version, exc)
 
-    def _fail(self, conflict: ConcurrentModificationException) -> None:
-        self._give_up()
+    def fail(self, conflict: ConcurrentModificationException) -> None:
+        self.give_up()
         self.services.report(
-            self._event("conflict", exception=type(conflict).__name__),
+            self.event("conflict", exception=type(conflict).__name__),
             conflict.to_dict(),
         )
 
-    def _give_up(self) -> None:
+    def give_up(self) -> None:
         self.staged.discard(keep=())
         self.staged.release()

@@ -15,10 +15,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+from typing import Protocol as TypingProtocol
 
 from acidtables.core import events
 from acidtables.core.commit.committer import commit
 from acidtables.core.commit.file_checks import prove_new_file, prove_re_added_file
+from acidtables.core.commit.multi_commit import PendingCommit
 from acidtables.core.commit.presence import find_missing, listed
 from acidtables.core.errors import (
     CorruptMetadataError,
@@ -60,6 +62,15 @@ class _Reads:
     whole_table: bool = False
     #: the oldest version a recorded read saw, when older than the transaction's (record_read)
     as_of: int | None = None
+
+
+class Group(TypingProtocol):
+    """The multi-table transaction a Transaction may be part of, as the part sees it."""
+
+    @property
+    def id(self) -> str: ...
+
+    def abort(self) -> None: ...
 
 
 class _Staged:
@@ -114,6 +125,8 @@ class Transaction:
         self._new_protocol: Protocol | None = None
         self._closed = False
         self._committed: CommitInfo | None = None
+        #: the multi-table transaction this one is a part of (join_group), which commits and aborts it
+        self._group: Group | None = None
         logger.debug(
             "%s: began %s, txn %s, read version %d", self.table_name, operation.display, self.txn_id, snapshot.version
         )
@@ -552,6 +565,35 @@ class Transaction:
 
     # --- ending --------------------------------------------------------------------------------------
 
+    def join_group(self, group: Group) -> None:
+        """Make this transaction one part of a multi-table transaction: it commits only with the others
+        (its own commit() is refused) and aborting it aborts them all."""
+        self._check_open("join_group")
+        if self._group is not None:
+            raise InvalidArgumentError(f"{self!r} is already part of multi-table transaction {self._group.id}")
+        self._group = group
+
+    def pending_commit(self) -> PendingCommit:
+        """What the multi-table commit needs of this part, its staged files proved still present (a
+        missing one closes this transaction and raises, as commit() would)."""
+        self._check_open("commit")
+        self._prove_adds_present()
+        return PendingCommit(
+            self.intent(),
+            self.snapshot,
+            self.head_revision,
+            _Staged(self),
+            self._reads.as_of,
+        )
+
+    def ended(self, info: CommitInfo | None) -> None:
+        """The multi-table commit ended this part: committed as `info`, or not (None)."""
+        self._closed = True
+        self._committed = info
+        with self._in_flight_lock:  # never registered from now on
+            if info is not None or self._in_flight == "pending":
+                self._in_flight = "closed"
+
     def commit(self) -> CommitInfo:
         """Validate against concurrent commits and make this transaction's changes visible, atomically.
 
@@ -560,6 +602,11 @@ class Transaction:
         or CommitOutcomeUnknown.
         """
         self._check_open("commit")
+        if self._group is not None:
+            raise InvalidArgumentError(
+                f"commit(): {self.operation.display} on {self.table_name} is one part of multi-table transaction "
+                f"{self._group.id}, which commits all its tables at once: call its commit() (or leave its with block)"
+            )
         self._prove_adds_present()
         try:
             info = commit(
@@ -618,10 +665,10 @@ class Transaction:
                 action=f"commit(): {self.operation.display} on {self.table_name} (txn {self.txn_id})",
             )
         except StorageUnavailableError:
-            self._end_uncommitted()
+            self.end_uncommitted()
             raise
         if gone:
-            self._end_uncommitted()
+            self.end_uncommitted()
             self._raise_if_dropped()
             raise InvalidArgumentError(
                 f"commit(): {len(gone)} file(s) given to add_files() no longer exist: {listed(self._storage, gone)}. "
@@ -630,7 +677,7 @@ class Transaction:
                 "cleanup's grace_seconds and any lifecycle rule on the location)"
             )
 
-    def _end_uncommitted(self) -> None:
+    def end_uncommitted(self) -> None:
         """Close a transaction that failed before its compare-and-swap, as a lost commit ends: its
         staged files deleted, its registration gone."""
         self._closed = True
@@ -638,7 +685,17 @@ class Transaction:
         self._forget_inflight()
 
     def abort(self) -> None:
-        """Give up: nothing becomes visible and the staged files are deleted. Idempotent."""
+        """Give up: nothing becomes visible and the staged files are deleted. Idempotent. A part of a
+        multi-table transaction aborts the whole of it."""
+        if self._closed:
+            return
+        if self._group is not None:
+            self._group.abort()
+            return
+        self.abort_alone()
+
+    def abort_alone(self) -> None:
+        """Abort this transaction only (the multi-table transaction aborting its parts)."""
         if self._closed:
             return
         self._closed = True

@@ -52,6 +52,33 @@ class CommitRequests:
         time_version: int | None,
     ) -> Any:
         """The TxnRequest: `window` log entries after `read_after` come back with a lost compare."""
+        compare, success, failure = self.parts(
+            expected_head_revision=expected_head_revision,
+            read_after=read_after,
+            window=window,
+            version=version,
+            entry=entry,
+            head=head,
+            txn_id=txn_id,
+            time_version=time_version,
+        )
+        return etcdrpc.TxnRequest(compare=[compare], success=success, failure=failure)
+
+    def parts(
+        self,
+        *,
+        expected_head_revision: int,
+        read_after: int,
+        window: int,
+        version: int,
+        entry: bytes,
+        head: bytes,
+        txn_id: str,
+        time_version: int | None,
+    ) -> tuple[Any, list[Any], list[Any]]:
+        """This table's compare, its success operations and its failure reads (the head, then `window`
+        log entries after `read_after`, none when `window` is 0): one commit's request, or one table's
+        share of a multi-table commit's (`build_many`)."""
         txn = txn_id.encode()
         success = [
             etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._log + _pad(version), value=entry)),
@@ -66,16 +93,37 @@ class CommitRequests:
                     request_put=etcdrpc.PutRequest(key=self._times + _pad(time_version), value=b"%d" % version)
                 )
             )
-        log_after = etcdrpc.RangeRequest(
-            key=self._log + _pad(read_after + 1), range_end=self._log + _pad(read_after + window + 1)
-        )
-        return etcdrpc.TxnRequest(
-            compare=[
-                etcdrpc.Compare(result=_EQUAL, target=_MOD, key=self.head_key, mod_revision=expected_head_revision)
-            ],
-            success=success,
-            failure=[self._read_head, etcdrpc.RequestOp(request_range=log_after)],
-        )
+        failure = [self._read_head]
+        if window > 0:
+            log_after = etcdrpc.RangeRequest(
+                key=self._log + _pad(read_after + 1), range_end=self._log + _pad(read_after + window + 1)
+            )
+            failure.append(etcdrpc.RequestOp(request_range=log_after))
+        compare = etcdrpc.Compare(result=_EQUAL, target=_MOD, key=self.head_key, mod_revision=expected_head_revision)
+        return compare, success, failure
+
+
+#: etcd operations one table adds to a commit's success branch at most (log entry, head, txn index,
+#: in-flight delete, time index): with etcd's --max-txn-ops (128 by default) this bounds how many tables
+#: one multi-table commit can hold
+SUCCESS_OPS_PER_TABLE = 5
+
+
+def build_many(parts: list[tuple[Any, list[Any], list[Any]]]) -> Any:
+    """One TxnRequest over several tables' parts: every compare must hold for every table's success
+    operations to apply; otherwise every table's failure reads come back, in the parts' order."""
+    return etcdrpc.TxnRequest(
+        compare=[compare for compare, _, _ in parts],
+        success=[op for _, success, _ in parts for op in success],
+        failure=[op for _, _, failure in parts for op in failure],
+    )
+
+
+def read_many(keys: list[bytes], revision: int = 0) -> Any:
+    """A read-only TxnRequest of each key, all at one revision (`revision`, or the current one)."""
+    return etcdrpc.TxnRequest(
+        success=[etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=key, revision=revision)) for key in keys]
+    )
 
 
 def _send(client: pyetcd.MultiEndpointEtcd3Client, request: Any) -> Any:

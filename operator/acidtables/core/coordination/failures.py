@@ -54,6 +54,25 @@ def no_space(exc: BaseException) -> bool:
     return isinstance(exc, grpc.RpcError) and _NO_SPACE in (exc.details() or "")
 
 
+def over_limits(exc: BaseException) -> bool:
+    """etcd's refusal of a transaction with more operations than its --max-txn-ops ("too many operations
+    in txn request") or larger than its --max-request-bytes ("request is too large"): checked before
+    anything is applied, so a definite answer."""
+    if not isinstance(exc, grpc.RpcError):
+        return False
+    details = (exc.details() or "").lower()
+    return "too many operations" in details or "request is too large" in details
+
+
+def over_limits_error(settings: EtcdSettings, what: str, exc: grpc.RpcError) -> CoordinatorRefused:
+    return CoordinatorRefused(
+        f"etcd at {', '.join(settings.endpoints)} refused {what}: {exc.details()}. Nothing was committed. etcd "
+        "bounds one transaction's operations (--max-txn-ops) and size (--max-request-bytes); acidtables assumes "
+        f"--max-txn-ops={settings.max_txn_ops} (ACIDTABLES_ETCD_MAX_TXN_OPS): set it to etcd's value, or raise "
+        "etcd's (docs/transactions.md#limits)"
+    )
+
+
 def permission_denied(exc: BaseException) -> bool:
     """etcd's refusal of a request the user's roles do not cover: PERMISSION_DENIED ("etcdserver:
     permission denied") on keys, UNKNOWN "auth: permission denied" on maintenance calls such as defragment.

@@ -8,6 +8,7 @@ the new head and the log entries since the writer's read version, so a rebase ne
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,22 @@ class HeadState:
 
     value: dict[str, Any]
     mod_revision: int
+
+
+@dataclass(frozen=True)
+class CasRequest:
+    """One table's part of a commit: compare its head's mod revision, write `version` (`entry`, the
+    encoded log entry) and the new `head`; `read_after` is where the log read back on a lost compare
+    starts."""
+
+    table_id: str
+    expected_head_revision: int
+    read_after: int
+    version: int
+    entry: bytes
+    head: dict[str, Any]
+    txn_id: str
+    time_version: int | None
 
 
 @dataclass(frozen=True)
@@ -137,6 +154,24 @@ class Tables(Connection):
             raise LookupError(f"table {table_id} has no head")
         return self._remember(table_id, HeadState(versioned(value, key), meta.mod_revision))
 
+    def read_heads(self, table_ids: Sequence[str]) -> tuple[dict[str, HeadState | None], int]:
+        """Every table's head (None: no head, the table was dropped) at one etcd revision, which is
+        returned too: what each table looked like at one instant, so no multi-table commit is seen in
+        part. One round trip for up to --max-txn-ops tables; more are read at the first read's revision."""
+        found: dict[str, HeadState | None] = {}
+        revision = 0
+        step = max(1, self.settings.max_txn_ops)
+        for start in range(0, len(table_ids), step):
+            chunk = list(table_ids[start : start + step])
+            request = etcd_txn.read_many([self.keys.head(t).encode() for t in chunk], revision)
+            response = self._call("a read of several tables' heads", lambda c, r=request: etcd_txn.send(c, r))  # type: ignore[misc]
+            if not revision:
+                revision = response.header.revision
+            for index, table_id in enumerate(chunk):
+                head = self._head_state(table_id, etcd_txn.range_kvs(response, index))
+                found[table_id] = None if head is None else self._remember(table_id, head)
+        return found, revision
+
     def known_head(self, table_id: str) -> HeadState | None:
         """The newest head of the table this process has seen in the last KNOWN_HEAD_SECONDS, without
         asking etcd."""
@@ -189,23 +224,71 @@ class Tables(Connection):
             txn_id=txn_id,
             time_version=time_version,
         )
+        response = self._send_commit(client, request)
+        if response.succeeded:
+            return CasResult(True, self._remember(table_id, HeadState(head, response.header.revision)), [])
+        head_kvs, log_kvs = etcd_txn.range_kvs(response, 0), etcd_txn.range_kvs(response, 1)
+        return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
+
+    def compare_and_swap_many(self, requests: Sequence[CasRequest]) -> list[CasResult]:
+        """The commit point of a multi-table transaction: one etcd transaction that compares every
+        table's head and, only if none moved, writes every table's new version (log entry, head, txn
+        index, time index) at once. The answer holds one CasResult per request, in order: all succeeded,
+        or none did and each says what its table's head and log are now (unmoved tables bring back no
+        log). Raises CommitAnswerLost when the answer did not come."""
+        client = self.client
+        # a lost compare brings back at most LOG_ENTRIES_IN_A_TXN log entries in all, so the answer stays
+        # as small as a single commit's; a table further behind reads the rest in pages
+        window = LOG_ENTRIES_IN_A_TXN // len(requests)
+        parts = [
+            self._commit_requests(r.table_id).parts(
+                expected_head_revision=r.expected_head_revision,
+                read_after=r.read_after,
+                window=window,
+                version=r.version,
+                entry=r.entry,
+                head=dumps(r.head),
+                txn_id=r.txn_id,
+                time_version=r.time_version,
+            )
+            for r in requests
+        ]
+        response = self._send_commit(client, etcd_txn.build_many(parts))
+        if response.succeeded:
+            return [
+                CasResult(True, self._remember(r.table_id, HeadState(r.head, response.header.revision)), [])
+                for r in requests
+            ]
+        results, index = [], 0
+        for r in requests:
+            head_kvs = etcd_txn.range_kvs(response, index)
+            log_kvs = etcd_txn.range_kvs(response, index + 1) if window > 0 else []
+            index += 2 if window > 0 else 1
+            head = self._head_state(r.table_id, head_kvs)
+            if head is not None and head.mod_revision == r.expected_head_revision:
+                results.append(CasResult(False, self._remember(r.table_id, head), []))
+            else:
+                results.append(self._rebase_state(r.table_id, r.read_after, head_kvs, log_kvs))
+        return results
+
+    def _send_commit(self, client: Any, request: Any) -> Any:
+        """Send a commit transaction once, never retried: its answer may be lost after etcd applied it,
+        which the committer resolves by looking the txn id up (CommitAnswerLost)."""
         try:
-            response = etcd_txn.send(client, request)
+            return etcd_txn.send(client, request)
         except (grpc.RpcError, *failures.CONNECTION_ERRORS, ValueError) as exc:
             if isinstance(exc, ValueError) and not failures.closed_channel(exc):
                 raise
             if failures.no_space(exc):  # etcd may have applied it (see the committer): look it up
                 raise failures.full(self.settings, "the commit") from exc
+            if isinstance(exc, grpc.RpcError) and failures.over_limits(exc):
+                raise failures.over_limits_error(self.settings, "the commit", exc) from exc
             if isinstance(exc, grpc.RpcError) and failures.permission_denied(exc):
                 # etcd checks the user's rights before applying anything: a definite refusal, not a lost
                 # answer to look up (nor a lost race to rebase and retry)
                 raise failures.refused(self.settings, "the commit", exc) from exc
             self._reset_client()
             raise CommitAnswerLost(str(exc)) from exc
-        if response.succeeded:
-            return CasResult(True, self._remember(table_id, HeadState(head, response.header.revision)), [])
-        head_kvs, log_kvs = etcd_txn.range_kvs(response, 0), etcd_txn.range_kvs(response, 1)
-        return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
 
     def _commit_requests(self, table_id: str) -> etcd_txn.CommitRequests:
         prepared = self._prepared.get(table_id)

@@ -351,6 +351,11 @@ class CommitRecord:
     metrics: Mapping[str, int] = field(default_factory=dict)
     #: how many times the commit was rebased before it landed
     retries: int = 0
+    #: the multi-table transaction this commit is one part of (Catalog.transaction()): an id its parts
+    #: share, and the names of every table it committed, this one included; None and () for a commit of
+    #: one table alone
+    multi_txn_id: str | None = None
+    multi_txn_tables: tuple[str, ...] = ()
     #: microseconds from the writer's commit() to sending the compare-and-swap that landed (its rebases
     #: and backoffs included; that last round trip cannot be, the record being what it writes). The
     #: commit's whole duration is the writer's `committed` event record (Services.report)
@@ -393,6 +398,8 @@ class CommitRecord:
             "protocol": self.protocol.to_json() if self.protocol is not None else None,
             "user_metadata": dict(self.user_metadata),
             "metrics": dict(self.metrics),
+            "multi_txn_id": self.multi_txn_id,
+            "multi_txn_tables": list(self.multi_txn_tables),
         }
         out.update((k, v) for k, v in optional.items() if v)
         return out
@@ -425,6 +432,8 @@ class CommitRecord:
             metrics={k: int(v) for k, v in (data.get("metrics") or {}).items()},
             retries=int(data.get("retries", 0)),
             commit_micros=int(data.get("commit_micros", 0)),
+            multi_txn_id=data.get("multi_txn_id"),
+            multi_txn_tables=tuple(data.get("multi_txn_tables", ())),
         )
 
 
@@ -473,6 +482,8 @@ class CommitInfo:
     #: numTargetRowsInserted, ...): set by the Spark operations, which counted them; kept on a skipped
     #: commit (an UPDATE that matched nothing says numUpdatedRows 0)
     metrics: Mapping[str, int] = field(default_factory=dict)
+    #: the multi-table transaction this commit was one part of (Catalog.transaction()), else None
+    multi_txn_id: str | None = None
 
 
 #: a log entry's (and a commit file's) checksum of the rest of it: a digit flipped in etcd or on disk

@@ -1,0 +1,252 @@
+"""The commit loop of a multi-table transaction: one etcd transaction over every table's head (issue 44).
+
+Each part is an ordinary commit of one table (a TableCommitter: its intent, snapshot, staged files),
+and the parts go to etcd together: one transaction compares every table's head and, only if none moved,
+writes every table's new version. All tables move or none does. On a lost compare the same round trip
+brought back what beat each part, so each part is judged by its own table's policy and rebased exactly
+as a single commit would be (committer.py); a part that must fail fails the whole, with the named
+exception of its table, and nothing is committed anywhere. A lost answer is resolved by looking the
+parts' txn ids up: they land together, so the first part's answer is every part's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import NoReturn
+
+from acidtables.core.commit.committer import Staged, TableCommitter, records_nothing, retry_delay
+from acidtables.core.coordination.etcd_txn import SUCCESS_OPS_PER_TABLE
+from acidtables.core.coordination.failures import CommitAnswerLost
+from acidtables.core.coordination.tables import CasResult
+from acidtables.core.errors import (
+    CommitRetriesExhausted,
+    ConcurrentModificationException,
+    CoordinatorFull,
+    CoordinatorPermissionDenied,
+    CoordinatorRefused,
+    CorruptMetadataError,
+    InvalidArgumentError,
+)
+from acidtables.core.log.records import CommitInfo, CommitRecord
+from acidtables.core.log.services import Services
+from acidtables.core.log.snapshot import Snapshot
+from acidtables.core.settings import EtcdSettings
+
+logger = logging.getLogger(__name__)
+
+#: bytes of a multi-table commit request that are not log entries: each table's keys and head, the
+#: compares and the framing (about 400 bytes a table, measured; counted generously)
+_OVERHEAD_BYTES_PER_TABLE = 2048
+
+
+def max_tables(settings: EtcdSettings) -> int:
+    """How many tables one multi-table commit can always hold: etcd applies at most --max-txn-ops
+    operations per branch of a transaction, and each table adds up to SUCCESS_OPS_PER_TABLE. The size
+    bound (--max-request-bytes) never decides it: each part's log entry goes to a commit file once it
+    would take more than its share of the request (`inline_share`)."""
+    return max(1, settings.max_txn_ops // SUCCESS_OPS_PER_TABLE)
+
+
+def inline_share(services: Services, tables: int) -> int:
+    """The largest log entry a part of a `tables`-table commit keeps inline in etcd: its share of
+    etcd's request limit, never more than a single commit's. Larger ones become commit files, which
+    etcd holds only a pointer to, so the request always fits."""
+    budget = services.settings.etcd.max_request_bytes // tables - _OVERHEAD_BYTES_PER_TABLE
+    return max(1024, min(services.settings.commit.inline_record_max_bytes, budget))
+
+
+@dataclass(frozen=True)
+class PendingCommit:
+    """One table's part, as its Transaction hands it over: what commit() would pass the committer."""
+
+    intent: CommitRecord
+    snapshot: Snapshot
+    expected_revision: int
+    staged: Staged
+    reads_since: int | None = None
+
+
+def commit_together(services: Services, parts: Sequence[PendingCommit], *, multi_txn_id: str) -> list[CommitInfo]:
+    """Commit every part or none, in one etcd transaction per attempt. Returns each part's CommitInfo,
+    in order; raises the failing part's conflict (named for its table and this transaction),
+    CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown, as a single commit does."""
+    tables = tuple(p.snapshot.metadata.name for p in parts)
+    if len(parts) > max_tables(services.settings.etcd):
+        raise InvalidArgumentError(
+            f"a multi-table transaction holds at most {max_tables(services.settings.etcd)} tables "
+            f"(ACIDTABLES_ETCD_MAX_TXN_OPS={services.settings.etcd.max_txn_ops}); found {len(parts)}"
+        )
+    return _GroupCommitter(services, parts, multi_txn_id, tables).run()
+
+
+class _GroupCommitter:
+    def __init__(self, services: Services, parts: Sequence[PendingCommit], multi_txn_id: str, tables: tuple[str, ...]):
+        self.services = services
+        self.multi_txn_id = multi_txn_id
+        self.tables = tables
+        self.infos: list[CommitInfo | None] = [None] * len(parts)
+        #: (index into parts, its committer) of the parts that still have something to commit
+        self.committers: list[tuple[int, TableCommitter]] = []
+        #: the version some of a part's reads saw, when older than its snapshot (Transaction.record_read)
+        self.reads_since: dict[int, int | None] = {}
+        for index, part in enumerate(parts):
+            intent = replace(part.intent, multi_txn_id=multi_txn_id, multi_txn_tables=tables)
+            if records_nothing(intent):
+                part.staged.discard(keep=())
+                part.staged.release()
+                self.infos[index] = CommitInfo(
+                    version=part.snapshot.version,
+                    time_version=None,
+                    retries=0,
+                    txn_id=intent.txn_id,
+                    operation=intent.operation,
+                    skipped=True,
+                    multi_txn_id=multi_txn_id,
+                )
+                continue
+            committer = TableCommitter(services, intent, part.snapshot, part.expected_revision, part.staged)
+            self.committers.append((index, committer))
+            self.reads_since[index] = part.reads_since
+
+    def run(self) -> list[CommitInfo]:
+        # D-27 per table: a part whose (app id, version) its table already has is skipped, as alone
+        pending = []
+        for index, committer in self.committers:
+            applied = committer.already_applied()
+            if applied is not None:
+                self.infos[index] = replace(applied, multi_txn_id=self.multi_txn_id)
+            else:
+                pending.append((index, committer))
+        self.committers = pending
+        for index, committer in self.committers:
+            since = self.reads_since[index]
+            try:
+                if since is not None and since < committer.read_version:
+                    committer.judge_commits_the_reads_missed(since)
+            except ConcurrentModificationException as conflict:
+                self._fail_all(committer, conflict)
+            except BaseException:
+                self._give_up_all()
+                raise
+        if self.committers:
+            for index, info in zip((i for i, _ in self.committers), self._commit(), strict=True):
+                self.infos[index] = info
+        return [info for info in self.infos if info is not None]
+
+    def _commit(self) -> list[CommitInfo]:
+        committers = [c for _, c in self.committers]
+        coordinator = self.services.coordinator
+        inline = inline_share(self.services, len(committers))
+        attempt = 0
+        while True:
+            attempt += 1
+            now = self.services.clock()
+            # one time version for every part that changes data: a read of these tables as of any time
+            # sees all of this transaction's changes or none (each table's still strictly increases)
+            changing = [c for c in committers if c.operation.changes_data]
+            shared_time = max([now, *((c.base_time or 0) + 1 for c in changing)]) if changing else None
+            records = [
+                c.attempt_record(attempt, now, shared_time if c.operation.changes_data else None) for c in committers
+            ]
+            requests = [
+                c.cas_request(r, attempt, inline_max_bytes=inline) for c, r in zip(committers, records, strict=True)
+            ]
+            try:
+                results = coordinator.compare_and_swap_many(requests)
+            except CoordinatorFull as full:
+                # etcd may have applied the write that crossed its quota (committer.py): look it up
+                looked_up = self._after_lost_answer(committers, full)
+                if looked_up[0].succeeded:
+                    return self._finish_landed(committers, looked_up)
+                self._give_up_all()
+                raise
+            except (CoordinatorPermissionDenied, CoordinatorRefused):
+                self._give_up_all()
+                raise
+            except CommitAnswerLost as lost:
+                results = self._after_lost_answer(committers, lost)
+                if results[0].succeeded:
+                    return self._finish_landed(committers, results)
+            if results[0].succeeded:
+                return [c.finish(r) for c, r in zip(committers, records, strict=True)]
+            landed = self._absorb_all(committers, results)
+            if landed:
+                return self._finish_landed(committers, self._after_lost_answer(committers, None))
+            if attempt >= committers[0].settings.max_attempts:
+                self._give_up_all()
+                for c in committers:
+                    self.services.report(c.event("exhausted", retries=attempt))
+                raise CommitRetriesExhausted(
+                    f"multi-table transaction {self.multi_txn_id} over {', '.join(self.tables)} was rebased "
+                    f"{attempt} times without winning the compare-and-swap (limit ACIDTABLES_COMMIT_MAX_ATTEMPTS="
+                    f"{committers[0].settings.max_attempts}); nothing was committed to any of them. The tables are "
+                    "very busy: retry later or raise the limit."
+                )
+            delay = retry_delay(self.services, attempt)
+            for c in committers:
+                self.services.report(c.event("retry", retries=attempt, backoff_seconds=delay))
+            logger.info(
+                "multi-table transaction %s over %s rebased, attempt %d/%d, retrying in %.3f s",
+                self.multi_txn_id,
+                ", ".join(self.tables),
+                attempt + 1,
+                committers[0].settings.max_attempts,
+                delay,
+            )
+            if delay > 0:
+                self.services.timer.sleep(delay)
+                fresh = [coordinator.read_head_and_log(c.table_id, c.base_version) for c in committers]
+                if self._absorb_all(committers, fresh):
+                    return self._finish_landed(committers, self._after_lost_answer(committers, None))
+
+    def _absorb_all(self, committers: list[TableCommitter], results: list[CasResult]) -> bool:
+        """Judge and rebase every part whose table moved; True when a part found its own record among
+        the winners (an earlier attempt landed, its answer lost), which means every part landed."""
+        landed = False
+        for committer, result in zip(committers, results, strict=True):
+            head = result.head
+            if head is not None and not result.log and head.mod_revision == committer.expected_revision:
+                continue  # this table did not move
+            try:
+                landed = committer.absorb(result) is not None or landed
+            except ConcurrentModificationException as conflict:
+                self._fail_all(committer, conflict)
+            except BaseException:
+                self._give_up_all()
+                raise
+        return landed
+
+    def _after_lost_answer(self, committers: list[TableCommitter], lost: Exception | None) -> list[CasResult]:
+        """Every part's outcome once the answer was lost: the parts land together, so either every txn id
+        is found or none is (anything else would be damage, said so)."""
+        results = [c.after_lost_answer(lost or RuntimeError("an earlier attempt landed")) for c in committers]
+        if len({r.succeeded for r in results}) > 1:
+            found = [c.meta.name for c, r in zip(committers, results, strict=True) if r.succeeded]
+            raise CorruptMetadataError(
+                f"multi-table transaction {self.multi_txn_id} is committed on {', '.join(found)} but not on the "
+                f"rest of {', '.join(self.tables)}; its parts are written by one etcd transaction, so this is damage "
+                "(acidtables fsck)",
+                key=f"txns/{committers[0].txn_id}",
+            )
+        return results
+
+    def _finish_landed(self, committers: list[TableCommitter], results: list[CasResult]) -> list[CommitInfo]:
+        return [c.finish(c.decode(r.log[0])) for c, r in zip(committers, results, strict=True)]
+
+    def _fail_all(self, failed: TableCommitter, conflict: ConcurrentModificationException) -> NoReturn:
+        """One part lost under its table's rules: the whole transaction fails with that part's exception;
+        the failing part gave up and reported its conflict, the others are given up as aborted."""
+        for _, committer in self.committers:
+            if committer is not failed:
+                committer.give_up()
+                self.services.report(committer.event("aborted"))
+        raise conflict.as_part_of(self.multi_txn_id, self.tables)
+
+    def _give_up_all(self) -> None:
+        for _, committer in self.committers:
+            committer.give_up()
+
+
+__all__ = ["PendingCommit", "commit_together", "inline_share", "max_tables"]

@@ -4,7 +4,28 @@ The public names users start from are re-exported here; everything else lives in
 (`acidtables.core`, `acidtables.spark`, `acidtables.operator`, `acidtables.metrics`, `acidtables.cli`).
 """
 
-from acidtables.core import Catalog, Change, ColumnStats, CommitInfo, DataFile, HistoryEntry, Table, Transaction
+from acidtables.core import (
+    Catalog,
+    Change,
+    ColumnStats,
+    CommitInfo,
+    DataFile,
+    HistoryEntry,
+    MultiTableTransaction,
+    Table,
+    Transaction,
+)
 
-__all__ = ["Catalog", "Change", "ColumnStats", "CommitInfo", "DataFile", "HistoryEntry", "Table", "Transaction"]
+__all__ = [
+    "Catalog",
+    "Change",
+    "ColumnStats",
+    "CommitInfo",
+    "DataFile",
+    "HistoryEntry",
+    "MultiTableTransaction",
+    "Table",
+    "Transaction",
+    "",
+]
 __version__ = "0.1.0"

@@ -26,6 +26,7 @@ names below (an import-linter contract keeps it so), and the modules behind it s
 """
 
 from acidtables.core.catalog.catalog import LOCAL_ETCD_MARKER, Catalog, PreparedCreate, user_data_dir
+from acidtables.core.catalog.multi_table import MultiTableTransaction
 from acidtables.core.catalog.table import Change, HistoryEntry, InFlight, Table, TimeLike
 from acidtables.core.commit.presence import check_files_exist
 from acidtables.core.commit.transaction import Transaction
@@ -167,6 +168,7 @@ __all__ = [
     "Literal",
     "LiveRowCounter",
     "MirrorState",
+    "MultiTableTransaction",
     "Not",
     "ObjectStore",
     "Operation",

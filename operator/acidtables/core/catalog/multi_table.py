@@ -77,23 +77,44 @@ class MultiTableTransaction:
         the table's current version, committed only together with the other parts. One part per table;
         at most `max_tables` parts, checked before anything is staged."""
         self._check_open("begin")
+        self._check_room("begin")
+        opened = table if isinstance(table, Table) else self._open_table(table)
+        self._check_new_table("begin", opened.name)
+        return self.add(opened.begin(operation, user_metadata=user_metadata))
+
+    def add(self, part: Transaction) -> Transaction:
+        """Make a transaction already begun (on a table of this catalog, nothing committed) one part of
+        this one: what SparkTable's `commit=False` operations hand back (`Prepared.transaction`)."""
+        self._check_open("add")
+        if not isinstance(part, Transaction):
+            raise InvalidArgumentError(f"add(): expected a Transaction, found {type(part).__name__}")
+        if part.closed:
+            raise TransactionClosedError(f"add(): {part!r} is already committed or aborted")
+        if part.services is not self._services:
+            raise InvalidArgumentError(
+                f"add(): {part!r} was begun through another Catalog; a multi-table transaction commits through one"
+            )
+        self._check_room("add")
+        self._check_new_table("add", part.table_name)
+        part.join_group(self)
+        self._parts[part.table_name] = part
+        return part
+
+    def _check_room(self, method: str) -> None:
         if len(self._parts) >= self.max_tables:
             raise InvalidArgumentError(
-                f"begin(): multi-table transaction {self.id} already holds {len(self._parts)} tables, the most one "
-                f"etcd transaction always fits (--max-txn-ops={self._services.settings.etcd.max_txn_ops} allows "
+                f"{method}(): multi-table transaction {self.id} already holds {len(self._parts)} tables, the most "
+                f"one etcd transaction always fits (--max-txn-ops={self._services.settings.etcd.max_txn_ops} allows "
                 f"{self.max_tables}: ACIDTABLES_ETCD_MAX_TXN_OPS, docs/transactions.md#limits). Nothing was staged "
                 "for this table; commit these tables first, or raise etcd's --max-txn-ops and the setting together"
             )
-        opened = table if isinstance(table, Table) else self._open_table(table)
-        if opened.name in self._parts:
+
+    def _check_new_table(self, method: str, name: str) -> None:
+        if name in self._parts:
             raise InvalidArgumentError(
-                f"begin(): multi-table transaction {self.id} already has a part on {opened.name}; one transaction "
-                "per table (do every change of that table in it)"
+                f"{method}(): multi-table transaction {self.id} already has a part on {name}; one transaction per "
+                "table (do every change of that table in it)"
             )
-        part = opened.begin(operation, user_metadata=user_metadata)
-        part.join_group(self)
-        self._parts[opened.name] = part
-        return part
 
     def commit(self) -> dict[str, CommitInfo]:
         """Commit every part in one etcd transaction, or none: each table's CommitInfo by name. Raises

@@ -156,6 +156,11 @@ class Transaction:
         return self._storage.absolute(self._storage.staging_dir(self.txn_id))
 
     @property
+    def services(self) -> Services:
+        """The catalog's services this transaction commits through."""
+        return self._services
+
+    @property
     def storage(self) -> Storage:
         """The table location, for layers that write data files (they write only under `staging_dir`)."""
         return self._storage

@@ -58,6 +58,12 @@ class MultiTableTransaction:
         return dict(self._parts)
 
     @property
+    def committed(self) -> Mapping[str, CommitInfo]:
+        """Each table's CommitInfo once committed (what commit() returned; also after a with block),
+        else empty."""
+        return dict(self._infos or {})
+
+    @property
     def state(self) -> str:
         """ "open", "committed", "aborted", or "of unknown outcome" (CommitOutcomeUnknown)."""
         return self._state

@@ -68,8 +68,8 @@ def over_limits_error(settings: EtcdSettings, what: str, exc: grpc.RpcError) -> 
     return CoordinatorRefused(
         f"etcd at {', '.join(settings.endpoints)} refused {what}: {exc.details()}. Nothing was committed. etcd "
         "bounds one transaction's operations (--max-txn-ops) and size (--max-request-bytes); acidtables assumes "
-        f"--max-txn-ops={settings.max_txn_ops} (ACIDTABLES_ETCD_MAX_TXN_OPS): set it to etcd's value, or raise "
-        "etcd's (docs/transactions.md#limits)"
+        f"etcd's --max-txn-ops is {settings.max_txn_ops} (ACIDTABLES_ETCD_MAX_TXN_OPS={settings.max_txn_ops}): set it "
+        "to etcd's value, or raise etcd's (docs/transactions.md#limits)"
     )
 
 

@@ -378,6 +378,18 @@ def test_executors_get_the_start_deadline_the_chart_says(rendered: Callable[[str
     assert env["ACIDTABLES_EXECUTOR_START_TIMEOUT_SECONDS"] == "300"
 
 
+def test_the_bundled_etcd_and_the_operator_agree_on_the_transaction_limits(
+    rendered: Callable[[str], dict[str, Any]],
+) -> None:
+    """etcd.maxTxnOps / maxRequestBytes start the bundled etcd and reach the operator (which passes them to
+    its jobs), so the number of tables one multi-table transaction may hold is etcd's own (issue 44)."""
+    docs = documents(rendered("single-node-defaults")["manifest"])
+    etcd = only(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert "--max-txn-ops=128" in etcd and "--max-request-bytes=1572864" in etcd
+    env = operator_env(docs)
+    assert (env["ACIDTABLES_ETCD_MAX_TXN_OPS"], env["ACIDTABLES_ETCD_MAX_REQUEST_BYTES"]) == ("128", "1572864")
+
+
 # --- resources outside the watched namespaces (issue 40, item 5) ----------------------------------
 
 

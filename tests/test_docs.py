@@ -35,6 +35,7 @@ RUN_BY = {
     "docs/repair.md#python-0": "tests/test_docs.py::test_the_repair_example_removes_the_missing_file_in_one_version",
     "docs/reading.md#python-0": "tests/test_docs.py::test_the_reading_example_reads_with_every_engine",
     "docs/reading.md#python-1": "tests/test_docs.py::test_the_mirror_example_reads_with_delta_rs_refusing_writers",
+    "docs/transactions.md#python-0": "tests/test_docs.py::test_the_transactions_example_moves_both_tables_or_neither",
 }
 
 
@@ -177,6 +178,19 @@ def test_the_reading_example_reads_with_every_engine() -> None:
         "1",
         "True",
     ]
+
+
+def test_the_transactions_example_moves_both_tables_or_neither() -> None:
+    block = docs.block("docs/transactions.md", "python")
+    printed = run(block, {}).splitlines()
+    assert printed == [
+        "2 1",
+        "True",
+        "ConcurrentDeleteReadException sales.staging",
+        "4 1 aborted",
+        "[('sales.staging', 4), ('sales.orders', 1)]",
+    ]
+    assert printed == _commented(block)
 
 
 def test_the_mirror_example_reads_with_delta_rs_refusing_writers() -> None:

@@ -37,12 +37,15 @@ from acidtables import Catalog, MultiTableTransaction, Table, Transaction
 from acidtables.core import events
 from acidtables.core.commit.multi_commit import max_tables
 from acidtables.core.coordination.embedded import EmbeddedEtcd
+from acidtables.core.coordination.failures import CommitAnswerLost
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
 from acidtables.errors import (
+    CommitOutcomeUnknown,
     ConcurrentAppendException,
     ConcurrentModificationException,
     ConcurrentTransactionException,
     CoordinatorRefused,
+    CoordinatorUnavailable,
     InvalidArgumentError,
     TableNotFoundError,
     TransactionClosedError,
@@ -585,3 +588,69 @@ def test_the_same_application_id_in_two_concurrent_multi_table_transactions_conf
     with pytest.raises(ConcurrentTransactionException):
         groups[1].commit()
     assert (a.version, b.version) == (1, 1)
+
+
+# --- lost answers ----------------------------------------------------------------------------------
+
+
+class _LosingAnswers:
+    """The coordinator's multi-table compare-and-swap, losing the answer of its first call: after
+    etcd applied the request (`applied`), or before it was sent. The lookups after it are real."""
+
+    def __init__(self, coordinator: Any, *, applied: bool) -> None:
+        self.real = coordinator.compare_and_swap_many
+        self.applied = applied
+        self.calls = 0
+
+    def __call__(self, requests: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            if self.applied:
+                self.real(requests)
+            raise CommitAnswerLost("connection reset by peer")
+        return self.real(requests)
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["landed", "never-sent"])
+def test_a_lost_answer_is_resolved_by_looking_the_parts_up_never_committing_twice(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "maxcompute-transactional")
+    losing = _LosingAnswers(catalog.services.coordinator, applied=applied)
+    monkeypatch.setattr(catalog.services.coordinator, "compare_and_swap_many", losing)
+    with catalog.transaction() as group:
+        _append(group.begin(a.name, "insert_into"), "x")
+        _append(group.begin(b.name, "insert_into"), "x")
+    assert losing.calls == (1 if applied else 2), "a commit that landed was sent again, or one that did not was not"
+    assert (a.version, b.version) == (1, 1)
+    assert {info.version for info in group.committed.values()} == {1}
+    assert_moved_together(dict(group.committed), group)
+    for table in (a, b):
+        assert_invariants(table)
+
+
+def test_a_lost_answer_etcd_does_not_answer_about_leaves_the_outcome_unknown_and_the_files(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
+    coordinator = catalog.services.coordinator
+    losing = _LosingAnswers(coordinator, applied=True)
+    monkeypatch.setattr(coordinator, "compare_and_swap_many", losing)
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise CoordinatorUnavailable("etcd did not answer")
+
+    monkeypatch.setattr(coordinator, "find_txn", unreachable)
+    group = catalog.transaction()
+    parts = [group.begin(t.name, "insert_into") for t in (a, b)]
+    for part in parts:
+        _append(part, "x")
+    with pytest.raises(CommitOutcomeUnknown) as caught:
+        group.commit()
+    assert group.state == "of unknown outcome"
+    assert all(os.path.isdir(p.staging_dir) for p in parts), "the staged files of a commit that may have landed"
+    monkeypatch.undo()
+    # once etcd answers, any part's table says what happened to all of them
+    assert caught.value.txn_id == parts[0].txn_id
+    assert a.find_commit(parts[0].txn_id) == 1 and b.find_commit(parts[1].txn_id) == 1
+    assert_invariants(a)

@@ -801,6 +801,30 @@ def test_a_streams_commits_count_like_any_others(
     assert sample_value(op, "acidtables_cluster_retries_total", **labels) == 0
 
 
+def test_each_part_of_a_multi_table_transaction_counts_as_a_commit_of_its_table(
+    op: KmockOperator, catalog: Catalog
+) -> None:
+    """Issue 44, item 2: the operator needs nothing new; a multi-table commit is one commit of each table,
+    counted per table and operation from the tables' logs like any other."""
+    for name in ("facts", "dims"):
+        catalog.create_table(f"sales.{name}", "id BIGINT, dt STRING", partition_by=["dt"])
+
+    def commits(table: str) -> float | None:
+        return sample_value(op, "acidtables_cluster_commits_total", namespace=NS, table=table, operation="insert_into")
+
+    op.eventually(lambda: commits("facts") == commits("dims") == 0, "the series", SECONDS)
+    with catalog.transaction() as tx:
+        for name in ("facts", "dims"):
+            part = tx.begin(f"sales.{name}", "insert_into")
+            part.add_files([staged_parquet(part, {"dt": "a"})])
+    op.eventually(lambda: commits("facts") == commits("dims") == 1, "one commit of each table counted", SECONDS)
+    for name in ("facts", "dims"):
+        retries = sample_value(
+            op, "acidtables_cluster_retries_total", namespace=NS, table=name, operation="insert_into"
+        )
+        assert retries == 0
+
+
 # --- the Delta mirror (issue 43, item 3) ---------------------------------------------------------------
 
 MIRRORING = {"mirror_check_seconds": 0.5, "mirror_lag_threshold_seconds": 1.0}

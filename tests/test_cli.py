@@ -177,6 +177,23 @@ def test_history_json_respects_the_limit(orders: Table, capsys: pytest.CaptureFi
     assert re.match(RFC3339_UTC, entry["time_version"])
 
 
+def test_history_names_the_other_tables_of_a_multi_table_commit(
+    orders: Table, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog.create_table("sales.audit", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    with catalog.transaction() as tx:
+        for name in ("sales.orders", "sales.audit"):
+            part = tx.begin(name, "insert_into")
+            part.add_files([staged_parquet(part, {"dt": "b"})])
+    code, out, err = run(capsys, "history", "sales.orders")
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.rstrip().endswith("TOGETHER WITH")
+    assert rows[0].rstrip().endswith("sales.audit") and not rows[1].rstrip().endswith("sales.audit")
+    (entry,) = run_json(capsys, "history", "sales.audit", "--limit", "1")["entries"]
+    assert entry["multi_txn_id"] == tx.id and set(entry["multi_txn_tables"]) == {"sales.orders", "sales.audit"}
+
+
 # --- errors and exit codes ----------------------------------------------------------------------------
 
 

@@ -274,6 +274,7 @@ class HistoryResult:
             "ROWS +",
             "ROWS -",
             "COMMITTED AT",
+            "TOGETHER WITH",
         )
         rows = [
             (
@@ -287,6 +288,8 @@ class HistoryResult:
                 e.rows_added,
                 e.rows_removed,
                 e.committed_at,
+                # the other tables of the multi-table transaction this commit was one part of
+                ", ".join(t for t in e.multi_txn_tables if t != self.name),
             )
             for e in self.entries
         ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers.tables import CatalogSpec, staged_parquet
+from tests.helpers.tables import CatalogSpec, catalog_with, staged_parquet
 from tests.jobs import JobFactory, assert_invariants, live_tokens, seed_partition
 from tests.test_delta_rules import DeltaJob, job, make_table, rlc_cases, seed, without_rlc_cases
 from tests.test_maxcompute_matrices import (
@@ -654,3 +654,34 @@ def test_a_lost_answer_etcd_does_not_answer_about_leaves_the_outcome_unknown_and
     assert caught.value.txn_id == parts[0].txn_id
     assert a.find_commit(parts[0].txn_id) == 1 and b.find_commit(parts[1].txn_id) == 1
     assert_invariants(a)
+
+
+# --- archiving and checkpoints, per table ----------------------------------------------------------------
+
+
+def test_archiving_and_checkpoints_follow_each_tables_own_versions(catalog: Catalog) -> None:
+    """A table in multi-table commits reaches its checkpoint interval and log window on its own versions:
+    one table also committing alone gets there sooner, and both stay readable at every version."""
+    with catalog_with(catalog, checkpoint_interval=5, log_window_versions=8) as busy:
+        a, b = _table(busy, "s.a", "delta"), _table(busy, "s.b", "delta")
+        for i in range(12):
+            with busy.transaction() as group:
+                _append(group.begin(a.name, "insert_into"), f"x{i}")
+                _append(group.begin(b.name, "insert_into"), f"x{i}")
+            with a.begin("insert_into") as alone:  # a moves twice as fast as b
+                _append(alone, f"alone{i}")
+                alone.commit()
+        assert busy.services.flush(), "the background checkpoints and archiving did not finish"
+        assert (a.version, b.version) == (24, 12)
+        for table, version in ((a, 24), (b, 12)):
+            checkpoints = [v for v, _ in busy.services.log(table.table_id, table.location).registered_checkpoints()[0]]
+            assert checkpoints and max(checkpoints) == version - version % 5, (table.name, checkpoints)
+            assert busy.services.coordinator.archive_marker(table.table_id).upto > 0, f"{table.name} never archived"
+            for v in range(version + 1):
+                assert len(table.snapshot(version=v).files) == v, (table.name, v)
+            assert_invariants(table)
+        # every multi-table version of a is paired with the one of b that carries the same id
+        ids_a = {r.multi_txn_id: r.version for r in a.commits() if r.multi_txn_id}
+        ids_b = {r.multi_txn_id: r.version for r in b.commits() if r.multi_txn_id}
+        assert set(ids_a) == set(ids_b) and len(ids_a) == 12
+        assert sorted(ids_b.values()) == list(range(1, 13))

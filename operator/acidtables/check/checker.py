@@ -1,9 +1,14 @@
 """The checker: reads the history the writers wrote, the log (etcd and archive) and the files, and
 lists every anomaly (issue 10). Nothing here trusts the committer: replay and conflict rules are its
-own (acidtables.check.rules), and the log is read as data."""
+own (acidtables.check.rules), and the log is read as data.
+
+Multi-table transactions (issue 44) are checked part by part as single jobs are (check_table), and as
+groups (check_multi): each group all-or-nothing against what its writer was told, its parts written by
+one etcd transaction, and no reader's `catalog.snapshots()` ever holding one part without the others."""
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -25,6 +30,12 @@ class Verdict:
     anomalies: list[str] = field(default_factory=list)
     jobs: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     commits: int = 0
+    #: multi-table transactions by outcome (ok, fail, aborted, unknown)
+    multi: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: multi-table transactions found committed in the logs
+    multi_commits: int = 0
+    #: readers' snapshots() of several tables, checked for atomic visibility
+    reads: int = 0
 
     def add(self, problem: str) -> None:
         self.anomalies.append(problem)
@@ -40,6 +51,8 @@ class History:
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: "self-kill <point>" -> how many writers killed themselves there
     kills: Counter[str] = field(default_factory=Counter)
+    #: readers' reads: {"began": time, "versions": {table: version}}
+    reads: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_history(directory: Path) -> History:
@@ -54,10 +67,18 @@ def read_history(directory: Path) -> History:
             kind = event.get("kind")
             if kind == "invoke":
                 history.invoked[event["txn_id"]] = event
-            elif kind in ("ok", "fail", "unknown"):
+            elif kind in ("ok", "fail", "unknown", "aborted"):
                 history.outcomes[event["txn_id"]] = event
             elif kind == "kill":
                 history.kills[f"self-kill {event['point']}"] += 1
+    for path in sorted(directory.glob("reader-*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("kind") == "read":
+                history.reads.append(event)
     return history
 
 
@@ -120,6 +141,8 @@ def check_table(
                 )
         elif kind == "fail" and landed:
             verdict.add(f"{name}: txn {txn_id} failed with {outcome.get('exception')} but committed version {landed}")
+        elif kind == "aborted" and landed:
+            verdict.add(f"{name}: txn {txn_id} was aborted but committed version {landed}")
         elif kind == "unknown":
             found = table.find_commit(txn_id)
             if (found is None) != (not landed) or (found is not None and [found] != landed):
@@ -238,3 +261,219 @@ def check_cleanup(table: Table, committed: set[str], verdict: Verdict) -> None:
         txn_id = txn_of_staging_dir(entry.name)
         if txn_id is not None and txn_id not in committed:
             verdict.add(f"{table.name}: the staged files of dead transaction {txn_id} survived cleanup()")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One table's part of a multi-table transaction, as that table's log holds it."""
+
+    table: str
+    version: int
+    txn_id: str
+    #: the group's tables, as this part's log entry names them
+    tables: tuple[str, ...]
+    time_version: int | None
+    #: the etcd revision its log entry was written at (None: archived out of etcd since)
+    revision: int | None
+
+
+def log_revisions(catalog: Catalog, table: Table) -> dict[int, int]:
+    """version -> the etcd revision its log key was written at, for the entries still in etcd: read
+    from etcd itself, so whether a group's parts were written by one etcd transaction is seen directly."""
+    coordinator = catalog.services.coordinator
+    start, end = coordinator.keys.log_range(table.table_id, 0, None)
+    found = {}
+    for _, meta in coordinator._paged_range("the checker's read of log revisions", start, end):
+        found[int(meta.key.decode().rsplit("/", 1)[-1])] = meta.mod_revision
+    return found
+
+
+#: how many reads of one group seen in part, or stale reads of one table, are spelled out
+_SHOWN = 3
+
+
+def check_multi(catalog: Catalog, tables: list[Table], history: History, verdict: Verdict) -> None:
+    """Every multi-table transaction all-or-nothing, and every reader's view atomic:
+
+    - each multi_txn_id is in the tables its log entries name, once each, and those are the tables its
+      writer began parts on (less the parts the commit skipped: an application version a table had);
+    - its parts were written at one etcd revision (one etcd transaction) and share one time version;
+    - acknowledged: every part that was not skipped is there; failed or aborted: no part is anywhere;
+      unknown: every part or none (again less the parts that could have been skipped);
+    - no reader's snapshots() saw a part of one without the parts on the other tables it read, saw a
+      version a log never reached, or missed a commit acknowledged before its read began."""
+    landed: dict[str, list[Part]] = defaultdict(list)
+    final: dict[str, int] = {}
+    applied: dict[str, dict[tuple[str, int], str]] = {}
+    for table in tables:
+        services = catalog.services
+        entries = services.log(table.table_id, table.location).read(-1)
+        records = [services.decode_log_entry(table.location, e) for e in entries]
+        revisions = log_revisions(catalog, table)
+        final[table.name] = records[-1].version if records else -1
+        applied[table.name] = {(a, v): r.txn_id for r in records for a, v in r.app_ids.items()}
+        for r in records:
+            if r.multi_txn_id:
+                landed[r.multi_txn_id].append(
+                    Part(
+                        table.name,
+                        r.version,
+                        r.txn_id,
+                        tuple(r.multi_txn_tables),
+                        r.time_version,
+                        revisions.get(r.version),
+                    )
+                )
+    # the groups the writers began: multi_txn_id -> table -> txn id
+    begun: dict[str, dict[str, str]] = defaultdict(dict)
+    for txn_id, call in history.invoked.items():
+        if call.get("multi_txn_id"):
+            begun[call["multi_txn_id"]][call["table"]] = txn_id
+    for multi_id, parts in sorted(landed.items()):
+        _check_landed_group(multi_id, parts, begun.get(multi_id), verdict)
+    for multi_id, members in sorted(begun.items()):
+        present = {p.table for p in landed.get(multi_id, [])}
+        outcomes = [history.outcomes.get(txn_id) or {"kind": "unknown"} for txn_id in members.values()]
+        kinds = {o["kind"] for o in outcomes}
+        # a writer killed between its parts' outcome lines told some of them: one told outcome is the group's
+        kind = next((k for k in ("ok", "fail", "aborted") if k in kinds), "unknown")
+        verdict.multi[kind] += 1
+        if present:
+            verdict.multi_commits += 1
+        told = sorted(kinds - {"unknown"})
+        if len(told) > 1:
+            verdict.add(f"multi-table transaction {multi_id}: its parts were told different outcomes ({told})")
+
+        def skippable(table: str, txn_id: str) -> bool:
+            """A part the commit may have skipped: its table already had its application version."""
+            call = history.invoked[txn_id]
+            key = (call.get("app_id"), call.get("app_version"))
+            return "app_id" in call and applied[table].get(key, txn_id) != txn_id  # type: ignore[arg-type]
+
+        if kind == "ok":
+            skipped = {t for t, txn in members.items() if (history.outcomes.get(txn) or {}).get("skipped")}
+            expected = set(members) - skipped
+            if present != expected:
+                verdict.add(
+                    f"multi-table transaction {multi_id} was acknowledged on {sorted(expected)}, its parts are in "
+                    f"{sorted(present)}"
+                )
+        elif kind in ("fail", "aborted"):
+            if present:
+                why = next((o.get("exception") for o in outcomes if o.get("exception")), kind)
+                verdict.add(
+                    f"multi-table transaction {multi_id} was {'aborted' if kind == 'aborted' else 'failed'} "
+                    f"({why}) but left parts on {sorted(present)}"
+                )
+        elif present:
+            missing = {t for t in set(members) - present if not skippable(t, members[t])}
+            if missing:
+                verdict.add(
+                    f"multi-table transaction {multi_id} of unknown outcome landed on {sorted(present)} but not on "
+                    f"{sorted(missing)}"
+                )
+    check_reads(landed, final, history, verdict)
+
+
+def _check_landed_group(multi_id: str, parts: list[Part], begun: dict[str, str] | None, verdict: Verdict) -> None:
+    where = Counter(p.table for p in parts)
+    twice = sorted(t for t, n in where.items() if n > 1)
+    if twice:
+        verdict.add(f"multi-table transaction {multi_id} committed more than once on {twice}")
+    named = {p.tables for p in parts}
+    if len(named) > 1:
+        verdict.add(f"multi-table transaction {multi_id}'s parts name different tables: {sorted(named)}")
+    listed = set(parts[0].tables)
+    if not set(where) <= listed:
+        verdict.add(
+            f"multi-table transaction {multi_id} is in {sorted(where)}, its log entries name {sorted(listed)} only"
+        )
+    revisions = sorted({p.revision for p in parts if p.revision is not None})
+    if len(revisions) > 1:
+        at = ", ".join(f"{p.table} version {p.version} at {p.revision}" for p in sorted(parts, key=lambda p: p.table))
+        verdict.add(
+            f"multi-table transaction {multi_id}'s parts were written at different etcd revisions ({at}): "
+            "not by one etcd transaction, so for a while one table had it and another not"
+        )
+    times = {p.time_version for p in parts if p.time_version is not None}
+    if len(times) > 1:
+        verdict.add(f"multi-table transaction {multi_id}'s parts have different time versions {sorted(times)}")
+    if begun is None:
+        verdict.add(f"multi-table transaction {multi_id} is in {sorted(where)} but no writer began it")
+        return
+    if listed != set(begun):
+        verdict.add(
+            f"multi-table transaction {multi_id}'s log entries name {sorted(listed)}, its writer began parts on "
+            f"{sorted(begun)}"
+        )
+    for p in parts:
+        if begun.get(p.table, p.txn_id) != p.txn_id:
+            verdict.add(
+                f"multi-table transaction {multi_id}'s part on {p.table} is txn {p.txn_id}, its writer's was "
+                f"{begun[p.table]}"
+            )
+
+
+def check_reads(landed: dict[str, list[Part]], final: dict[str, int], history: History, verdict: Verdict) -> None:
+    """Atomic visibility and freshness of every read of several tables at one instant."""
+    reads = history.reads
+    verdict.reads += len(reads)
+    for read in reads:
+        for table, version in read["versions"].items():
+            if version > final.get(table, -1):
+                verdict.add(f"a reader saw {table} at version {version}, which its log never reached")
+    # no read holds one part of a group without its parts on the other tables it read
+    for multi_id, parts in sorted(landed.items()):
+        if len(parts) < 2:
+            continue
+        torn = []
+        for read in reads:
+            seen = read["versions"]
+            held = {p.table: p.version <= seen[p.table] for p in parts if p.table in seen}
+            if len(held) > 1 and len(set(held.values())) > 1:
+                torn.append(read)
+        for read in torn[:_SHOWN]:
+            seen = read["versions"]
+            parts_seen = ", ".join(
+                f"{p.table} version {p.version} ({'seen' if p.version <= seen[p.table] else 'not seen'})"
+                for p in sorted(parts, key=lambda p: p.table)
+                if p.table in seen
+            )
+            verdict.add(
+                f"a reader's snapshots() at {read['began']:.3f} saw multi-table transaction {multi_id} in part: "
+                f"{parts_seen}; it read {seen}"
+            )
+        if len(torn) > _SHOWN:
+            verdict.add(f"... and {len(torn) - _SHOWN} more reads saw multi-table transaction {multi_id} in part")
+    # freshness: a commit acknowledged before a read began is in what the read saw
+    acked: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for txn_id, outcome in history.outcomes.items():
+        call = history.invoked.get(txn_id)
+        if call is not None and outcome["kind"] == "ok" and not outcome.get("skipped") and "time" in outcome:
+            acked[call["table"]].append((float(outcome["time"]), int(outcome["version"])))
+    newest: dict[str, tuple[list[float], list[int]]] = {}
+    for table, pairs in acked.items():
+        pairs.sort()
+        times, highest, top = [], [], -1
+        for when, version in pairs:
+            top = max(top, version)
+            times.append(when)
+            highest.append(top)
+        newest[table] = (times, highest)
+    stale: dict[str, int] = Counter()
+    for read in reads:
+        for table, version in read["versions"].items():
+            if table not in newest:
+                continue
+            times, highest = newest[table]
+            index = bisect.bisect_left(times, float(read["began"])) - 1
+            if index >= 0 and highest[index] > version:
+                stale[table] += 1
+                if stale[table] <= _SHOWN:
+                    verdict.add(
+                        f"a reader's snapshots() at {read['began']:.3f} saw {table} at version {version}, though "
+                        f"version {highest[index]} was acknowledged before the read began"
+                    )
+    for table, count in sorted(stale.items()):
+        if count > _SHOWN:
+            verdict.add(f"... and {count - _SHOWN} more stale reads of {table}")

@@ -11,6 +11,12 @@ Faults (each logged with its time in faults.jsonl):
   partition  the proxies between writers and etcd keep every reply for 0.5-3 s, then drop the
              connections: requests apply, their answers never arrive (ambiguous commits)
   delay      the proxies pass replies on 0.2-1.5 s late for a few seconds (client deadlines expire)
+
+A share of the writers' jobs are multi-table transactions over two or three of the run's tables
+(issue 44), and reader processes pin several tables at one instant with catalog.snapshots() all run
+long, through the same proxies; the checker proves every group all-or-nothing and every read atomic.
+`plant` runs the writers and readers with a bug planted (acidtables.check.plants), which the checker
+must report.
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ from acidtables.core.commit.txn_ids import lease_of
 from acidtables.core.coordination.waiting import wait_for
 from acidtables.core.storage.storage import txn_of_staging_dir
 
-from .checker import Verdict, check_cleanup, check_table, read_history
+from .checker import Verdict, check_cleanup, check_multi, check_table, read_history
 from .cluster import DIVERGING_RELEASES, EtcdCluster, etcd_binary, etcd_version, member_digests
+from .plants import PLANTS
 from .proxy import HoldingProxy
-from .writer import LEASE_SECONDS, run_writer
+from .writer import LEASE_SECONDS, MULTI_TABLE_RATE, run_reader, run_writer
 
 #: policy name on the command line -> create_table arguments
 POLICIES: dict[str, dict[str, Any]] = {
@@ -70,6 +77,12 @@ class RunConfig:
     #: (etcd-io/etcd#13766); off, those faults are left out there, so a run reports acidtables' anomalies
     #: and not etcd's
     member_kills_on_diverging_etcd: bool = False
+    #: reader processes taking catalog.snapshots() of several tables throughout
+    readers: int = 1
+    #: share of the writers' jobs that are multi-table transactions (with two tables or more)
+    multi_table_rate: float = MULTI_TABLE_RATE
+    #: a bug planted in the writers and readers (a name in acidtables.check.plants.PLANTS), or None
+    plant: str | None = None
 
 
 @dataclass
@@ -86,8 +99,10 @@ class RunResult:
         jobs = ", ".join(f"{k} {n}" for k, n in sorted(v.jobs.items()))
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
         topology = f"{self.members} etcd {self.etcd_version} member{'s' if self.members > 1 else ''}"
+        multi = ", ".join(f"{k} {n}" for k, n in sorted(v.multi.items())) or "none"
         lines = [
             f"seed {self.seed} ({topology}): {v.commits} commits; jobs: {jobs}; faults: {faults}",
+            f"multi-table transactions: {multi}; {v.multi_commits} committed; {v.reads} snapshots() reads checked",
             f"anomalies: {len(v.anomalies)}",
             *(f"  {a}" for a in v.anomalies),
         ]
@@ -171,6 +186,8 @@ class Nemesis:
 
 
 def run(config: RunConfig) -> RunResult:
+    if config.plant is not None and config.plant not in PLANTS:
+        raise ValueError(f"unknown planted bug {config.plant!r}; known: {', '.join(PLANTS)}")
     rng = random.Random(config.seed)
     owned = config.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="acidtables-check-")) if owned else Path(config.workdir)  # type: ignore[arg-type]
@@ -239,11 +256,33 @@ def run(config: RunConfig) -> RunResult:
                     str(history / f"writer-{number}.jsonl"),
                     until,
                     kill_rate,
+                    config.multi_table_rate,
+                    config.plant,
                 ),
                 daemon=True,
             )
             process.start()
             writers[number] = process
+
+        readers = [
+            context.Process(
+                target=run_reader,
+                args=(
+                    tuple(p.endpoint for p in proxies),
+                    prefix,
+                    warehouse,
+                    names,
+                    rng.randrange(2**32),
+                    str(history / f"reader-{number}.jsonl"),
+                    until,
+                    config.plant,
+                ),
+                daemon=True,
+            )
+            for number in range(config.readers if len(names) > 1 else 0)
+        ]
+        for reader in readers:
+            reader.start()
 
         def replace_the_dead() -> None:
             for number, process in list(writers.items()):
@@ -262,7 +301,7 @@ def run(config: RunConfig) -> RunResult:
             if time.time() < until - 2:
                 nemesis.strike(writers)
                 replace_the_dead()
-        for process in writers.values():
+        for process in [*writers.values(), *readers]:
             process.join(timeout=config.duration_seconds + 60)
             if process.is_alive():
                 process.kill()
@@ -281,6 +320,7 @@ def run(config: RunConfig) -> RunResult:
             for table in tables:
                 committed = check_table(catalog, table, written.invoked, written.outcomes, verdict)
                 check_cleanup(table, committed, verdict)
+            check_multi(catalog, tables, written, verdict)
         if len(members) > 1:
             check_members_agree(members, prefix, version, verdict)
         counts = nemesis.counts + written.kills

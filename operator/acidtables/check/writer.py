@@ -1,7 +1,14 @@
 """A writer process of the history runner: random jobs against the run's tables, each call and
 outcome appended to its own history file (JSON lines, flushed and fsynced before the commit is sent
 and after its answer), so a writer killed with SIGKILL at any point leaves an honest history: a job
-whose outcome line is missing is "unknown", and the checker resolves it with find_commit."""
+whose outcome line is missing is "unknown", and the checker resolves it with find_commit.
+
+Some jobs are multi-table transactions (issue 44): `catalog.transaction()` with one part per chosen
+table, each part one of the same random jobs, committed together (or, now and then, aborted on
+purpose). Each part gets its own invoke and outcome line, naming the group's id and tables, so every
+part is checked as a single job is and the group as a whole besides. A reader process
+(`run_reader`) meanwhile pins several tables at one instant with `catalog.snapshots()` and records the
+versions it saw, for the checker's atomic-visibility check."""
 
 from __future__ import annotations
 
@@ -32,6 +39,9 @@ from acidtables.core import (
     Table,
     Transaction,
 )
+from acidtables.core.catalog.multi_table import MultiTableTransaction
+
+from .plants import plant
 
 PARTITIONS = ("a", "b", "c")
 #: job kinds a writer picks from, with weights (appends most, as in real pipelines). insert_select is
@@ -61,6 +71,12 @@ KILL_POINTS = ("staging", "staged", "commit")
 LEASE_SECONDS = 3
 #: seconds into commit() at which the "commit" kill point fires: a commit takes a few milliseconds
 COMMIT_KILL_WINDOW_SECONDS = 0.02
+#: share of jobs that are multi-table transactions (when the run has two tables or more), and the most
+#: tables one of them spans
+MULTI_TABLE_RATE = 0.3
+MULTI_TABLE_MOST = 3
+#: share of multi-table transactions the writer aborts on purpose once every part is staged
+MULTI_TABLE_ABORT_RATE = 0.05
 
 
 class History:
@@ -110,9 +126,13 @@ class Writer:
             f"{directory}/{name}.parquet", values, rows=len(rows), size_bytes=len(payload), extra={"rows": rows}
         )
 
-    def job(self, table: Table, kind: str, partition: str, n: int) -> Transaction | None:
+    def job(
+        self, table: Table, kind: str, partition: str, n: int, group: MultiTableTransaction | None = None
+    ) -> Transaction | None:
         """Begin a job and stage its files; None when there is nothing to do (an empty partition to
-        rewrite). On an unpartitioned table every job is about the whole table."""
+        rewrite). On an unpartitioned table every job is about the whole table. With `group`, the job is
+        that multi-table transaction's part on `table` (and None means the whole group was aborted: a
+        part's abort() gives up every part)."""
         partitioned = bool(table.metadata.partition_by)
         part = partition if partitioned else None
         where = f"dt = '{partition}'" if partitioned else None
@@ -123,7 +143,7 @@ class Writer:
             "overwrite_dynamic": "insert_overwrite",
             "overwrite_table": "insert_overwrite",
         }.get(kind, kind)
-        tx = table.begin(operation)
+        tx = table.begin(operation) if group is None else group.begin(table, operation)
         rows = [self.rng.randrange(1_000_000) for _ in range(self.rng.randrange(1, 4))]
         if kind in ("insert_into", "insert_select", "app_insert"):
             if kind == "insert_select":
@@ -180,7 +200,7 @@ class Writer:
                 tx.set_scope(scope)
         return tx
 
-    def commit(self, tx: Transaction) -> Any:
+    def commit(self, tx: Transaction | MultiTableTransaction) -> Any:
         if self.kill_point != "commit":
             return tx.commit()
         timer = threading.Timer(self.rng.uniform(0, COMMIT_KILL_WINDOW_SECONDS), self.maybe_die, ("commit",))
@@ -189,6 +209,125 @@ class Writer:
             return tx.commit()
         finally:
             timer.cancel()
+
+    def single(self, handles: dict[str, Table], kinds: list[str], n: int) -> None:
+        """One job on one table."""
+        rng, log = self.rng, self.log
+        name, kind, partition = rng.choice(sorted(handles)), rng.choice(kinds), rng.choice(PARTITIONS)
+        app = {"app_id": self.app_id, "app_version": self.app_version} if kind == "app_insert" else {}
+        try:
+            tx = self.job(handles[name], kind, partition, n)
+        except AcidTablesError as exc:  # etcd away while beginning: nothing was sent
+            log.write(kind="skipped", table=name, operation=kind, error=type(exc).__name__)
+            time.sleep(0.1)  # a pause before the next job, not synchronisation
+            return
+        if tx is None:
+            return
+        log.write(
+            kind="invoke",
+            table=name,
+            operation=kind,
+            partition=partition,
+            txn_id=tx.txn_id,
+            read_version=tx.read_version,
+            **app,
+        )
+        self.maybe_die("staged")
+        try:
+            info = self.commit(tx)
+        except ConcurrentModificationException as exc:
+            log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__)
+        except CoordinatorUnavailable as exc:
+            # the commit may or may not have landed (CommitOutcomeUnknown) or was never sent
+            log.write(kind="unknown", txn_id=tx.txn_id, exception=type(exc).__name__)
+        except AcidTablesError as exc:
+            log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__, message=str(exc)[:300])
+        else:
+            log.write(kind="ok", txn_id=tx.txn_id, version=info.version, skipped=info.skipped)
+            if app:
+                self.app_version += 1
+
+    def multi(self, catalog: Catalog, handles: dict[str, Table], kinds: list[str], n: int) -> None:
+        """One multi-table transaction: a random job per part on two or more tables, committed together
+        (or aborted on purpose). Every part's invoke line names the group and its tables before the
+        commit is sent; every part's outcome is the group's."""
+        rng, log = self.rng, self.log
+        chosen = rng.sample(sorted(handles), rng.randint(2, min(MULTI_TABLE_MOST, len(handles))))
+        group = catalog.transaction()
+        parts: list[tuple[str, str, str, Transaction]] = []
+        try:
+            for name in chosen:
+                kind, partition = rng.choice(kinds), rng.choice(PARTITIONS)
+                if not _has_work(handles[name], kind, partition):
+                    # an empty partition to rewrite would give the whole group up: an append instead (a
+                    # group still ends up aborted when a rewrite's files go between this look and its scan)
+                    kind = "insert_into"
+                tx = self.job(handles[name], kind, partition, n, group)
+                if tx is None:  # nothing to do on this table: its abort() gave the whole group up
+                    break
+                parts.append((name, kind, partition, tx))
+        except AcidTablesError as exc:  # etcd away while beginning: nothing was sent
+            group.abort()
+            log.write(kind="skipped", table=",".join(chosen), operation="multi", error=type(exc).__name__)
+            time.sleep(0.1)  # a pause before the next job, not synchronisation
+            return
+        tables = [name for name, _, _, _ in parts]
+        apps = False
+        for name, kind, partition, tx in parts:
+            app = {"app_id": self.app_id, "app_version": self.app_version} if kind == "app_insert" else {}
+            apps = apps or bool(app)
+            log.write(
+                kind="invoke",
+                table=name,
+                operation=kind,
+                partition=partition,
+                txn_id=tx.txn_id,
+                read_version=tx.read_version,
+                multi_txn_id=group.id,
+                multi_txn_tables=tables,
+                **app,
+            )
+        if group.state == "aborted" or rng.random() < MULTI_TABLE_ABORT_RATE:
+            group.abort()
+            for _, _, _, tx in parts:
+                log.write(kind="aborted", txn_id=tx.txn_id, multi_txn_id=group.id)
+            return
+        self.maybe_die("staged")
+        try:
+            infos = self.commit(group)
+        except ConcurrentModificationException as exc:
+            outcome: dict[str, Any] = {"kind": "fail", "exception": type(exc).__name__}
+        except CoordinatorUnavailable as exc:
+            outcome = {"kind": "unknown", "exception": type(exc).__name__}
+        except AcidTablesError as exc:
+            outcome = {"kind": "fail", "exception": type(exc).__name__, "message": str(exc)[:300]}
+        else:
+            for name, _, _, tx in parts:
+                info = infos[name]
+                log.write(
+                    kind="ok", txn_id=tx.txn_id, multi_txn_id=group.id, version=info.version, skipped=info.skipped
+                )
+            if apps:
+                self.app_version += 1
+            return
+        for _, _, _, tx in parts:
+            log.write(txn_id=tx.txn_id, multi_txn_id=group.id, **outcome)
+
+
+#: jobs with nothing to do on a partition holding fewer files than this
+_FILES_NEEDED = {"update": 1, "delete": 1, "merge": 1, "minor_compact": 2, "major_compact": 2, "cluster": 2}
+
+
+def _has_work(table: Table, kind: str, partition: str) -> bool:
+    """Whether `kind` finds files to rewrite in `partition` (all of an unpartitioned table) now."""
+    needed = _FILES_NEEDED.get(kind, 0)
+    if not needed:
+        return True
+    partitioned = bool(table.metadata.partition_by)
+    files = [
+        f for f in table.snapshot().files_by_path.values() if not partitioned or f.partition.get("dt") == partition
+    ]
+    return len(files) >= needed
 
 
 def run_writer(
@@ -200,14 +339,17 @@ def run_writer(
     history: str,
     until: float,
     kill_rate: float = 0.0,
+    multi_rate: float = MULTI_TABLE_RATE,
+    planted: str | None = None,
 ) -> None:
     """Entry point of one writer process: random jobs until `until` (time.time()); with `kill_rate`,
-    that share of jobs ends with this process killing itself at one of KILL_POINTS."""
+    that share of jobs ends with this process killing itself at one of KILL_POINTS; `multi_rate` of
+    them are multi-table transactions; `planted` names a bug to plant first (acidtables.check.plants)."""
     # the core's warnings (an expired lease, a reconnect) go beside the history, not to the terminal
     logging.basicConfig(filename=Path(history).with_suffix(".log"), level=logging.INFO, force=True)
+    plant(planted)
     rng = random.Random(seed)
     writer = Writer(rng, History(Path(history)), seed, kill_rate)
-    log = writer.log
     commit = CommitSettings(lease_ttl_seconds=LEASE_SECONDS, register_after_seconds=0.2)
     settings = Settings(
         etcd=EtcdSettings(endpoints, prefix=prefix, unavailable_timeout_seconds=8.0),
@@ -220,37 +362,41 @@ def run_writer(
         n = 0
         while time.time() < until:
             n += 1
-            name, kind, partition = rng.choice(tables), rng.choice(kinds), rng.choice(PARTITIONS)
             writer.kill_point = rng.choice(KILL_POINTS) if rng.random() < kill_rate else ""
-            app = {"app_id": writer.app_id, "app_version": writer.app_version} if kind == "app_insert" else {}
-            try:
-                tx = writer.job(handles[name], kind, partition, n)
-            except AcidTablesError as exc:  # etcd away while beginning: nothing was sent
-                log.write(kind="skipped", table=name, operation=kind, error=type(exc).__name__)
-                time.sleep(0.1)  # a pause before the next job, not synchronisation
-                continue
-            if tx is None:
-                continue
-            log.write(
-                kind="invoke",
-                table=name,
-                operation=kind,
-                partition=partition,
-                txn_id=tx.txn_id,
-                read_version=tx.read_version,
-                **app,
-            )
-            writer.maybe_die("staged")
-            try:
-                info = writer.commit(tx)
-            except ConcurrentModificationException as exc:
-                log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__)
-            except CoordinatorUnavailable as exc:
-                # the commit may or may not have landed (CommitOutcomeUnknown) or was never sent
-                log.write(kind="unknown", txn_id=tx.txn_id, exception=type(exc).__name__)
-            except AcidTablesError as exc:
-                log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__, message=str(exc)[:300])
+            if len(handles) > 1 and rng.random() < multi_rate:
+                writer.multi(catalog, handles, kinds, n)
             else:
-                log.write(kind="ok", txn_id=tx.txn_id, version=info.version, skipped=info.skipped)
-                if app:
-                    writer.app_version += 1
+                writer.single(handles, kinds, n)
+
+
+def run_reader(
+    endpoints: tuple[str, ...],
+    prefix: str,
+    warehouse: str,
+    tables: list[str],
+    seed: int,
+    history: str,
+    until: float,
+    planted: str | None = None,
+) -> None:
+    """Entry point of a reader process: until `until`, pins two or more of `tables` at one instant with
+    `catalog.snapshots()` and records each table's version, with the time the read began (a commit
+    acknowledged before then must be in what it saw)."""
+    logging.basicConfig(filename=Path(history).with_suffix(".log"), level=logging.INFO, force=True)
+    plant(planted)
+    rng = random.Random(seed)
+    settings = Settings(
+        etcd=EtcdSettings(endpoints, prefix=prefix, unavailable_timeout_seconds=8.0), warehouse=warehouse
+    )
+    with open(history, "a", buffering=1) as out, Catalog(settings) as catalog:
+        while time.time() < until:
+            names = rng.sample(tables, rng.randint(2, len(tables)))
+            began = time.time()
+            try:
+                pinned = catalog.snapshots(names)
+            except AcidTablesError as exc:
+                out.write(json.dumps({"kind": "read-failed", "time": time.time(), "error": type(exc).__name__}) + "\n")
+                time.sleep(0.1)  # a pause before the next read, not synchronisation
+                continue
+            versions = {name: snapshot.version for name, snapshot in pinned.items()}
+            out.write(json.dumps({"kind": "read", "began": began, "time": time.time(), "versions": versions}) + "\n")

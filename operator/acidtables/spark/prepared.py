@@ -2,7 +2,8 @@
 
 Every SparkTable operation runs as prepare-then-commit; `commit=False` hands this object back so a job
 (or a test reproducing the seeds' interleavings) decides when the commit point comes. `abort()` removes
-the staged files.
+the staged files; `join(tx)` makes it one part of a multi-table transaction (`catalog.transaction()`),
+which commits it together with the other tables' parts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from pyspark.errors import PySparkException
 
-from acidtables.core import CommitInfo, InvalidArgumentError, Transaction
+from acidtables.core import CommitInfo, InvalidArgumentError, MultiTableTransaction, Transaction
 
 
 @dataclass
@@ -40,6 +41,30 @@ class Prepared:
             self.transaction.record_metrics(self.metrics)
         info = self.transaction.commit()
         return replace(info, metrics=dict(self.metrics)) if self.metrics else info
+
+    def join(self, transaction: MultiTableTransaction) -> Prepared:
+        """Make this operation one part of the multi-table transaction `transaction`
+        (`catalog.transaction()`): it commits when that one commits, together with its other tables, or
+        not at all. Its metrics are recorded on its transaction now, so its log entry (`history()`'s
+        operationMetrics) has them as after `commit()`. Returns this Prepared.
+
+        Once joined, its own `commit()` is refused and its `abort()` aborts the whole multi-table
+        transaction. One part per table. An operation that cannot join (the multi-table transaction is
+        no longer open, already has a part on this table, holds as many tables as it may, or belongs to
+        another catalog) is aborted, its staged files deleted, and the error raised."""
+        if not isinstance(transaction, MultiTableTransaction):
+            raise InvalidArgumentError(
+                "join(): expected a multi-table transaction (catalog.transaction()), found "
+                f"{type(transaction).__name__}"
+            )
+        try:
+            if self.metrics:
+                self.transaction.record_metrics(self.metrics)
+            transaction.add(self.transaction)
+        except BaseException:
+            self.transaction.abort()
+            raise
+        return self
 
     def abort(self) -> None:
         self.transaction.abort()

@@ -17,7 +17,7 @@ from typing import Any, Literal, overload
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from acidtables.core import CommitInfo, InvalidArgumentError, Table, TimeLike
+from acidtables.core import CommitInfo, InvalidArgumentError, Snapshot, Table, TimeLike
 
 from . import compaction, modify, reads, stream_batches, writes
 from .datasource import register
@@ -267,9 +267,31 @@ class SparkTable:
     # --- reads ---------------------------------------------------------------------------------------
 
     def read(
-        self, *, version: int | None = None, timestamp: TimeLike | None = None, where: str | None = None
+        self,
+        *,
+        version: int | None = None,
+        timestamp: TimeLike | None = None,
+        where: str | None = None,
+        snapshot: Snapshot | None = None,
     ) -> DataFrame:
-        return reads.read(self.spark, self.table, version=version, timestamp=timestamp, where=where)
+        """The current version, an ID `version`, the version current at `timestamp`, or a `snapshot` of
+        this table already pinned (`catalog.snapshots([...])[name]`, several tables at one instant):
+        exactly that snapshot's files. A write whose source reads a pinned snapshot of its own table is
+        judged against every commit since the pin, as one reading `read()` is."""
+        if snapshot is None:
+            return reads.read(self.spark, self.table, version=version, timestamp=timestamp, where=where)
+        if not isinstance(snapshot, Snapshot):
+            raise InvalidArgumentError(
+                f"read(): snapshot must be a Snapshot (catalog.snapshots([...])[name]), found {type(snapshot).__name__}"
+            )
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError("read(): give a snapshot, a version or a timestamp, not more than one")
+        if snapshot.metadata.table_id != self.table.table_id:
+            raise InvalidArgumentError(
+                f"read(): the snapshot is of {snapshot.metadata.name} (version {snapshot.version}), not of "
+                f"{self.table.name}"
+            )
+        return reads.read_snapshot(self.spark, self.table, snapshot, where, latest=True)
 
     def changes(
         self,

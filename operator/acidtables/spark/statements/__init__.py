@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,9 +22,9 @@ from ..datasource import session_catalog
 from ..prepared import Prepared
 from ..reads import history
 from ..table import SparkTable
-from . import ddl, describe, writes
+from . import ddl, describe, transaction, writes
 from .clauses import column_path, refuse_other_parts, refuse_table_parts, spark_sql
-from .dialect import Compact, Optimize, Restore, ShowTables, parse_statement
+from .dialect import Compact, Optimize, Restore, ShowTables
 from .references import CATALOG_NAME, Tables, version_clause
 
 #: how often a write whose source reads its own target is prepared again when a commit landed between
@@ -58,15 +59,46 @@ def sql(spark: SparkSession, statement: str, *, catalog: Catalog | None = None, 
     was dropped), ALTER TABLE ... ADD COLUMNS / SET TBLPROPERTIES its CommitInfo.
 
     `catalog` defaults to the session's (use_catalog, local_session(catalog=...)), else to
-    `Catalog.connect()` (the ACIDTABLES_* environment), made once per process."""
+    `Catalog.connect()` (the ACIDTABLES_* environment), made once per process.
+
+    `BEGIN` (`START TRANSACTION`) opens a transaction in this SparkSession: until `COMMIT` (which returns
+    each table's CommitInfo by name) or `ROLLBACK`, every write joins it and commits with the others,
+    or none does (statements.transaction says what runs in one and what is refused)."""
     if not isinstance(spark, SparkSession):
         raise InvalidArgumentError(f"sql(): expected a SparkSession, found {type(spark).__name__}")
     if not isinstance(commit, bool):
         raise InvalidArgumentError(f"sql(): commit must be True or False, found {commit!r}")
-    tree = parse_statement(statement)
-    cat = _catalog(spark, catalog)
+    open_transaction = transaction.current(spark)
+    if open_transaction is not None:
+
+        def run(cat: Catalog, tree: exp.Expr, check: Callable[[Tables, exp.Expr], None]) -> Any:
+            return _statement(spark, cat, tree, statement, commit=False, check=check)
+
+        return transaction.inside(spark, open_transaction, statement, catalog=catalog, commit=commit, run=run)
+    tree = transaction.parse(statement)
+    kind = transaction.control(tree, statement)
+    if kind is not None:
+        if not commit:
+            raise InvalidArgumentError(f"sql(): {kind} takes no commit=False")
+        transaction.outside(spark, kind, lambda: _catalog(spark, catalog))
+        return None
+    return _statement(spark, _catalog(spark, catalog), tree, statement, commit=commit)
+
+
+def _statement(
+    spark: SparkSession,
+    cat: Catalog,
+    tree: exp.Expr,
+    statement: str,
+    *,
+    commit: bool,
+    check: Callable[[Tables, exp.Expr], None] | None = None,
+) -> Any:
+    """Run one parsed statement; `check` (a transaction's) sees its tables, resolved, before it runs."""
     for _ in range(REPIN_ATTEMPTS):
         tables = Tables.of(spark, cat, tree)
+        if check is not None:
+            check(tables, tree)
         try:
             return _run(spark, cat, tables, tree, statement, commit=commit)
         except _Repin:

@@ -1,10 +1,11 @@
-"""`python -m bench [core|spark|operator|scale|stream|read] [--quick] [--only NAME ...]`: run the benchmarks.
+"""`python -m bench [core|spark|operator|scale|stream|read|multi] [--quick] [--only NAME ...]`: run the benchmarks.
 
 With no suite named, core, spark and operator run in turn (operator needs KUBEBUILDER_ASSETS); scale
 (tables of many live files, issue 32) and stream (Structured Streaming, issue 42) run only when named:
 scale grows tables for many minutes, stream's memory runs take about two hours; read (reads without
 Spark against delta-rs and bare Parquet, the Delta mirror's cost, one partition of a million-file table,
-issue 43) grows a million-file table too. Results go to bench/results/ (gitignored) as one JSON
+issue 43) grows a million-file table too; multi (multi-table commits against single-table ones, issue 44)
+runs only when named. Results go to bench/results/ (gitignored) as one JSON
 document per suite and run, with every sample; the tables on stdout are the summary. Progress lines go
 to stderr.
 """
@@ -15,9 +16,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import core, operator, read, scale, spark, stream
+from . import core, multi, operator, read, scale, spark, stream
 
-SUITES = {"core": core, "spark": spark, "operator": operator, "scale": scale, "stream": stream, "read": read}
+SUITES = {
+    "core": core,
+    "spark": spark,
+    "operator": operator,
+    "scale": scale,
+    "stream": stream,
+    "read": read,
+    "multi": multi,
+}
 #: what runs when no suite is named
 DEFAULT_SUITES = ("core", "spark", "operator")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -42,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         + operator.BENCHMARKS
         + scale.BENCHMARKS
         + stream.BENCHMARKS
-        + read.BENCHMARKS,
+        + read.BENCHMARKS
+        + multi.BENCHMARKS,
         help="run only this benchmark (repeatable; a suite runs only if one of its benchmarks is named); default: all",
     )
     parser.add_argument(

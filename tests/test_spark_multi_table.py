@@ -73,6 +73,7 @@ def test_two_operations_commit_together_with_one_multi_txn_id(spark: SparkSessio
     assert (infos[orders.name].version, infos[staging.name].version) == (versions[0] + 1, versions[1] + 1)
     assert (orders.table.version, staging.table.version) == (versions[0] + 1, versions[1] + 1)
     assert {i.multi_txn_id for i in infos.values()} == {tx.id}
+    assert infos[staging.name].metrics == {"numDeletedRows": 2}  # tx.commit()'s own CommitInfo carries them
     [o], [s] = orders.table.history(1), staging.table.history(1)
     assert o.multi_txn_id == s.multi_txn_id == tx.id
     assert s.metrics["numDeletedRows"] == 2  # recorded on the transaction before the commit: the log has it

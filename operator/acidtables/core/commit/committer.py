@@ -411,6 +411,7 @@ class TableCommitter:
             files_removed=len(record.removes),
             is_blind_append=record.blind_append,
             multi_txn_id=record.multi_txn_id,
+            metrics=dict(record.metrics),
         )
 
     def _cache_new_snapshot(self, record: CommitRecord) -> None:

@@ -50,7 +50,7 @@ def _stat_value(value: Any) -> Any:
 def footer(storage: Storage, relative: str) -> tuple[int, dict[str, ColumnStats]]:
     """Row count and per-column min/max/null count, from the Parquet footer only (read once: the commit's
     proof of the file reuses it)."""
-    return footer_stats(storage.parquet_footer(relative))
+    return footer_stats(storage.parquet_footer(relative, keep=True))
 
 
 def footer_stats(meta: pq.FileMetaData) -> tuple[int, dict[str, ColumnStats]]:

@@ -45,6 +45,9 @@ WRITE_PREFIX = "_acid_write="
 #: the directory levels between data/ and a staged file's partition directories, named as Hive-style
 #: partition discovery names them: a reader that scans data/ sees them as two extra string columns
 STAGING_LEVELS = (STAGING_PREFIX.rstrip("="), WRITE_PREFIX.rstrip("="))
+#: at most this many footers kept between a staged file's description and its proof (parquet_footer):
+#: a write of more files reads the oldest ones' footers a second time at their proof
+_FOOTERS_KEPT = 4096
 
 
 def content_checksum(content: Any) -> str:
@@ -236,12 +239,19 @@ class Storage:
         """
         if paths is None:
             staging = self.staging_dir(txn_id)
+            self._forget_footers(p for p in list(self._footers) if self.staged_by(p, txn_id))
             self.delete(staging)
             return [staging]
         doomed = [self.relative(p) for p in paths if self.staged_by(p, txn_id)]
+        self._forget_footers(doomed)
         for path in doomed:
             self.delete(path)
         return doomed
+
+    def _forget_footers(self, paths: Iterable[str]) -> None:
+        """Drop the kept footers of staged files that will never be proven (their files are going)."""
+        for path in paths:
+            self._footers.pop(path, None)
 
     def commit_file(self, txn_id: str, attempt: int) -> str:
         return f"{METADATA_DIR}/commits/{txn_id}-{attempt}.json"
@@ -370,20 +380,33 @@ class Storage:
         info = self._fs.get_file_info(self._remote(relative))
         return int(info.size) if info.type == pafs.FileType.File else None
 
-    def parquet_footer(self, relative: str) -> Any:
-        """The Parquet footer (pyarrow FileMetaData) of a file, read once per Storage: files are never
-        overwritten, so the writer describing a staged file and the commit proving it share one read.
-        Raises OSError or pyarrow's ArrowInvalid when the file is missing or not Parquet."""
-        footer = self._footers.get(relative)
+    def parquet_footer(self, relative: str, *, keep: bool = False) -> Any:
+        """The Parquet footer (pyarrow FileMetaData) of a file. Raises OSError or pyarrow's ArrowInvalid
+        when the file is missing or not Parquet.
+
+        Files are never overwritten, so the writer describing a staged file (`keep=True`) and the commit
+        proving it (`keep=False`, the footer's last use) share one read: a kept footer is handed out once
+        more and then dropped. Nothing else is kept: a parsed footer costs about 10 KiB of native memory
+        (outside tracemalloc), and a cache of every footer read kept the newest 4,096 of them in a stream's
+        driver, committed or not (issue 42). Only footers described and not yet proven stay, those of a
+        transaction that never reaches its proof until its staged files are discarded (or, past
+        `_FOOTERS_KEPT` of them, the oldest first)."""
+        footer = self._footers.pop(relative, None)
         if footer is None:
             import pyarrow.parquet as pq
 
             with self.open_input(relative) as handle:
                 footer = pq.ParquetFile(handle).metadata
-            if len(self._footers) >= 4096:
+        if keep:
+            if len(self._footers) >= _FOOTERS_KEPT:
                 self._footers.pop(next(iter(self._footers)))
             self._footers[relative] = footer
         return footer
+
+    @property
+    def kept_footers(self) -> int:
+        """Footers read for a proof still to come (what `parquet_footer(keep=True)` kept)."""
+        return len(self._footers)
 
     def missing(self, paths: Collection[str], *, under: str) -> list[str]:
         """Those of `paths` (relative to the location) that are not regular files now, in their order.

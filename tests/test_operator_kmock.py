@@ -661,14 +661,15 @@ def check_automatic_compaction(op: KmockOperator) -> None:
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "orders.yaml"
 
 
-def auto_compaction(op: KmockOperator, reason: str, table: str = "orders") -> dict[str, str]:
-    """The table's status.autoCompaction once its reason is `reason`."""
+def auto_compaction(op: KmockOperator, reason: str, table: str = "orders", *, starting: str = "") -> dict[str, str]:
+    """The table's status.autoCompaction once its reason is `reason` (and its message starts with
+    `starting`: one reason, JobRunning, says which job it waits for, and that changes)."""
 
     def said() -> dict[str, str] | None:
         found: dict[str, str] = get(op, "acidtables", table).get("status", {}).get("autoCompaction") or {}
-        return found if found.get("reason") == reason else None
+        return found if found.get("reason") == reason and found.get("message", "").startswith(starting) else None
 
-    found: dict[str, str] = op.eventually(said, f"status.autoCompaction {reason}", SECONDS)
+    found: dict[str, str] = op.eventually(said, f"status.autoCompaction {reason} {starting!r}", SECONDS)
     return found
 
 
@@ -718,8 +719,8 @@ def test_automatic_compaction_with_the_examples_thresholds_says_what_it_waits_fo
     (job,) = op.eventually(automatic, "an automatic CompactionJob", SECONDS)
     assert (job["spec"]["type"], job["spec"]["where"]) == ("minor", "dt = '2026-11-01'")
     name = job["metadata"]["name"]
-    waiting = auto_compaction(op, "JobRunning")["message"]  # said JobCreated first, then this
-    assert waiting.startswith(f"waiting for CompactionJob {name} (automatic) to end"), waiting
+    # said JobCreated first, then this (the status follows the job on the operator's next pass)
+    auto_compaction(op, "JobRunning", starting=f"waiting for CompactionJob {name} (automatic) to end")
     assert f"{name}: 16 small files in dt=2026-11-01" in event_with(op, "orders", "AutoCompaction")["message"]
 
     lost = {"phase": "Conflicted", "completionTime": conditions.now()}

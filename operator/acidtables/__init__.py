@@ -26,6 +26,5 @@ __all__ = [
     "MultiTableTransaction",
     "Table",
     "Transaction",
-    "",
 ]
 __version__ = "0.1.0"

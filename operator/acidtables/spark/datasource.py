@@ -62,7 +62,7 @@ from acidtables.core import (
 from .arrow_files import read_rows
 from .pushed_filters import pushed_predicate
 from .schema import change_feed_struct, check_schema, read_struct
-from .source_catalog import catalog_from_options, user_facing
+from .source_catalog import catalog_from_options, kept_catalog, user_facing
 from .source_options import parse_options
 from .stream_sink import AcidTablesStreamWriter, abort_unless_landed, stage_batches
 from .writes import replace_all
@@ -185,15 +185,11 @@ class AcidTablesDataSource(DataSource):
     @user_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> AcidTablesStreamWriter:
         options = parse_options(self.options, "stream_write")
-        catalog = catalog_from_options(options, self.session_settings)
-        try:
-            # the writer keeps the catalog for its commit, and closes it (AcidTablesStreamWriter)
-            return AcidTablesStreamWriter.plan(
-                options, dict(self.options), catalog, self.session_settings, schema, overwrite
-            )
-        except BaseException:
-            catalog.close()
-            raise
+        # the worker's kept catalog: a stream plans a writer every micro-batch (AcidTablesStreamWriter)
+        catalog = kept_catalog(options, dict(self.options), self.session_settings)
+        return AcidTablesStreamWriter.plan(
+            options, dict(self.options), catalog, self.session_settings, schema, overwrite
+        )
 
 
 # --- reading ---------------------------------------------------------------------------------------

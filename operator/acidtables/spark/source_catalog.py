@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar, cast
 
@@ -38,6 +39,25 @@ def catalog_from_options(options: SourceOptions, session: Settings | None = None
         raise ConfigurationError(
             f"{exc} (format('acidtables') also takes them as options: etcd.endpoints, warehouse)"
         ) from None
+
+
+#: catalogs a stream's micro-batches share in this worker process (kept_catalog), by their options
+_kept: dict[tuple[Any, ...], Catalog] = {}
+_kept_lock = threading.Lock()
+
+
+def kept_catalog(options: SourceOptions, raw_options: Mapping[str, str], session: Settings | None) -> Catalog:
+    """The catalog a stream's micro-batches use in this Python worker: opened by the first, kept open for
+    the next ones, closed when the worker exits (the catalogs' atexit). Spark reuses its workers, and a
+    catalog per micro-batch (two: the planning worker's and the commit worker's) granted and revoked a
+    process lease and opened and closed an etcd channel every batch, beside Spark's own commit log write
+    (bench/README.md, the sink's phases)."""
+    key = (tuple(sorted(raw_options.items())), session)
+    with _kept_lock:
+        catalog = _kept.get(key)
+        if catalog is None or catalog.services.coordinator.closed:
+            catalog = _kept[key] = catalog_from_options(options, session)
+        return catalog
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -25,7 +25,6 @@ mode.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -49,7 +48,7 @@ from acidtables.core import (
 
 from .arrow_files import write_rows
 from .schema import check_schema
-from .source_catalog import catalog_from_options, user_facing
+from .source_catalog import kept_catalog, user_facing
 from .source_options import CHECKPOINT_LOCATION, SourceOptions, parse_options
 from .writes import replace_all
 
@@ -133,11 +132,10 @@ class StreamWriteState:
 class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
     """Spark makes this writer twice per micro-batch, in two workers: the planning worker's is pickled
     to the write tasks, and the commit worker makes its own (`streamWriter` again) only to call
-    `commit` or `abort` on it. So the writer keeps the catalog and table it was planned with (never
-    pickled: executors do not talk to etcd) and the commit reuses them: one catalog per worker and
-    micro-batch instead of two, and the commit's snapshot of the read version is the one planning
-    just loaded. The catalog is closed after the commit or abort, or when the writer is dropped (the
-    planning worker's, once Spark has pickled it)."""
+    `commit` or `abort` on it. So the writer keeps the table it was planned with (never pickled:
+    executors do not talk to etcd) and the commit reuses it, its snapshot of the read version the one
+    planning just loaded. The catalog is the worker's kept one (`kept_catalog`): the stream's next
+    micro-batches in that worker use it again."""
 
     def __init__(
         self, state: StreamWriteState, overwrite: bool, catalog: Catalog | None = None, table: Table | None = None
@@ -146,10 +144,9 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
         self.overwrite = overwrite
         self._catalog: Catalog | None = catalog
         self._table: Table | None = table
-        self._close = weakref.finalize(self, catalog.close) if catalog is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"state": self.state, "overwrite": self.overwrite, "_catalog": None, "_table": None, "_close": None}
+        return {"state": self.state, "overwrite": self.overwrite, "_catalog": None, "_table": None}
 
     @staticmethod
     def plan(
@@ -161,7 +158,7 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
         overwrite: bool,
     ) -> AcidTablesStreamWriter:
         """Check the stream against its table before anything is written, and begin the micro-batch's
-        transaction. The writer keeps `catalog` open (see the class) and closes it."""
+        transaction."""
         assert options.checkpoint_location is not None  # parse_options requires it of a stream's sink
         table = catalog.table(options.table)
         meta = table.metadata  # read once: the transaction begins from this head without asking etcd again
@@ -191,23 +188,16 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
 
     def _table_for_commit(self) -> tuple[Table, Catalog]:
         """The table as planning found it, and its catalog: this writer's own when it was planned in this
-        worker, else a catalog opened from the options."""
+        worker, else the worker's kept catalog for these options."""
         if self._catalog is not None and self._table is not None:
             return self._table, self._catalog
-        catalog = catalog_from_options(parse_options(self.state.options, "stream_write"), self.state.session_settings)
-        self._catalog = catalog
-        self._close = weakref.finalize(self, catalog.close)
-        try:
-            self._table = catalog.table(self.state.table)
-        except BaseException:
-            self._close()
-            raise
+        options = parse_options(self.state.options, "stream_write")
+        catalog = kept_catalog(options, self.state.options, self.state.session_settings)
+        self._catalog, self._table = catalog, catalog.table(self.state.table)
         return self._table, catalog
 
     def _done(self) -> None:
-        """Close the catalog (once: the finalizer runs at most once)."""
-        if self._close is not None:
-            self._close()
+        """Let go of the table (the catalog stays open for the stream's next micro-batch)."""
         self._catalog, self._table = None, None
 
     @user_facing

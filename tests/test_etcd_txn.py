@@ -11,7 +11,7 @@ from pyetcd import transactions as ops
 
 from acidtables.core.coordination.connection import MEMBER_RETRY_SECONDS
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
-from acidtables.core.coordination.etcd_txn import CommitRequests, send
+from acidtables.core.coordination.etcd_txn import CommitRequests, build_many, send
 
 PREFIX = "/p/tables/0123abcd/"
 
@@ -53,15 +53,19 @@ def _through_pyetcd(time_version: int | None) -> bytes:
 def test_the_prepared_request_is_byte_for_byte_the_one_pyetcd_builds() -> None:
     prepared = _requests(PREFIX)
     for time_version in (None, 1764000000123456):
-        built = prepared.build(
-            expected_head_revision=777,
-            read_after=39,
-            window=12,
-            version=42,
-            entry=b"entry",
-            head=b'{"version": 42}',
-            txn_id="feedface",
-            time_version=time_version,
+        built = build_many(
+            [
+                prepared.parts(
+                    expected_head_revision=777,
+                    read_after=39,
+                    window=12,
+                    version=42,
+                    entry=b"entry",
+                    head=b'{"version": 42}',
+                    txn_id="feedface",
+                    time_version=time_version,
+                )
+            ]
         )
         assert built.SerializeToString() == _through_pyetcd(time_version)
 
@@ -81,15 +85,19 @@ def test_the_commit_request_marks_a_dead_member_failed_and_the_next_one_uses_a_l
         timeout=5,
         failover=True,
     )
-    request = _requests(f"{etcd_prefix}/tables/t/").build(
-        expected_head_revision=0,  # the head does not exist yet: its mod revision compares as 0
-        read_after=0,
-        window=12,
-        version=1,
-        entry=b"{}",
-        head=b'{"version": 1}',
-        txn_id="feedface",
-        time_version=None,
+    request = build_many(
+        [
+            _requests(f"{etcd_prefix}/tables/t/").parts(
+                expected_head_revision=0,  # the head does not exist yet: its mod revision compares as 0
+                read_after=0,
+                window=12,
+                version=1,
+                entry=b"{}",
+                head=b'{"version": 1}',
+                txn_id="feedface",
+                time_version=None,
+            )
+        ]
     )
     try:
         with pytest.raises(pyetcd.exceptions.ConnectionFailedError):

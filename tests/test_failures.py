@@ -616,8 +616,9 @@ def test_a_server_certificate_the_ca_did_not_sign_is_named_with_python_s_reason_
     other_ca = make_tls_files(tmp_path / "other-ca").ca_file
     timer = SkippingTimer()
     with (
-        _tls_catalog(server.endpoint, etcd_prefix, tmp_path, str(other_ca), unavailable_seconds=20.0, timer=timer)
-        as catalog,
+        _tls_catalog(
+            server.endpoint, etcd_prefix, tmp_path, str(other_ca), unavailable_seconds=20.0, timer=timer
+        ) as catalog,
         pytest.raises(ConfigurationError, match="TLS with etcd at") as caught,
     ):
         catalog.list_tables()

@@ -218,8 +218,18 @@ def test_a_compaction_job_exits_0_every_time(
         log = tmp_path / f"outcome-{run}.json"
         done = subprocess.run(
             [
-                sys.executable, "-m", "acidtables.jobs", "compact", "--table", "s.small", "--type", "minor",
-                "--job-id", f"job-{run}", "--termination-log", str(log),
+                sys.executable,
+                "-m",
+                "acidtables.jobs",
+                "compact",
+                "--table",
+                "s.small",
+                "--type",
+                "minor",
+                "--job-id",
+                f"job-{run}",
+                "--termination-log",
+                str(log),
             ],
             capture_output=True,
             text=True,

@@ -20,12 +20,7 @@ from acidtables.core.coordination.tables import CasRequest, CasResult, HeadState
 
 
 def _split_commit(self: Tables, requests: Sequence[CasRequest]) -> list[CasResult]:
-    return [
-        self.compare_and_swap(
-            r.table_id, r.expected_head_revision, r.read_after, r.version, r.entry, r.head, r.txn_id, r.time_version
-        )
-        for r in requests
-    ]
+    return [self.compare_and_swap(r) for r in requests]
 
 
 def _split_snapshots(self: Tables, table_ids: Sequence[str]) -> tuple[dict[str, HeadState | None], int]:

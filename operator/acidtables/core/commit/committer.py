@@ -160,18 +160,8 @@ class TableCommitter:
             attempt += 1
             now = self.services.clock()
             record = self.attempt_record(attempt, now, self.next_time_version(now))
-            request = self.cas_request(record, attempt)
             try:
-                result = self.services.coordinator.compare_and_swap(
-                    request.table_id,
-                    request.expected_head_revision,
-                    request.read_after,
-                    request.version,
-                    request.entry,
-                    request.head,
-                    request.txn_id,
-                    request.time_version,
-                )
+                result = self.services.coordinator.compare_and_swap(self.cas_request(record, attempt))
             except CoordinatorFull as full:
                 # etcd applies the write that crosses its quota and only then answers NOSPACE (its quota
                 # applier), so a refusal may have landed: look the txn id up (reads still work)

@@ -27,7 +27,8 @@ def _pad(number: int) -> bytes:
 
 
 class CommitRequests:
-    """One table's prepared parts; `build` fills in what changes per commit."""
+    """One table's prepared parts; `parts` fills in what changes per commit, `build_many` makes the
+    request of one commit's tables (one for a single commit)."""
 
     def __init__(self, *, head: str, log: str, txns: str, inflight: str, times: str) -> None:
         """The table's head key and the prefixes its log, txn-index, in-flight and time-index keys
@@ -38,31 +39,6 @@ class CommitRequests:
         self._inflight = inflight.encode()
         self._times = times.encode()
         self._read_head = etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self.head_key))
-
-    def build(
-        self,
-        *,
-        expected_head_revision: int,
-        read_after: int,
-        window: int,
-        version: int,
-        entry: bytes,
-        head: bytes,
-        txn_id: str,
-        time_version: int | None,
-    ) -> Any:
-        """The TxnRequest: `window` log entries after `read_after` come back with a lost compare."""
-        compare, success, failure = self.parts(
-            expected_head_revision=expected_head_revision,
-            read_after=read_after,
-            window=window,
-            version=version,
-            entry=entry,
-            head=head,
-            txn_id=txn_id,
-            time_version=time_version,
-        )
-        return etcdrpc.TxnRequest(compare=[compare], success=success, failure=failure)
 
     def parts(
         self,
@@ -77,8 +53,8 @@ class CommitRequests:
         time_version: int | None,
     ) -> tuple[Any, list[Any], list[Any]]:
         """This table's compare, its success operations and its failure reads (the head, then `window`
-        log entries after `read_after`, none when `window` is 0): one commit's request, or one table's
-        share of a multi-table commit's (`build_many`)."""
+        log entries after `read_after`, none when `window` is 0): a single commit's request is
+        `build_many` of this alone, a multi-table commit's of every table's."""
         txn = txn_id.encode()
         success = [
             etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._log + _pad(version), value=entry)),
@@ -110,8 +86,8 @@ SUCCESS_OPS_PER_TABLE = 5
 
 
 def build_many(parts: list[tuple[Any, list[Any], list[Any]]]) -> Any:
-    """One TxnRequest over several tables' parts: every compare must hold for every table's success
-    operations to apply; otherwise every table's failure reads come back, in the parts' order."""
+    """One TxnRequest over one or several tables' parts: every compare must hold for every table's
+    success operations to apply; otherwise every table's failure reads come back, in the parts' order."""
     return etcdrpc.TxnRequest(
         compare=[compare for compare, _, _ in parts],
         success=[op for _, success, _ in parts for op in success],

@@ -200,35 +200,30 @@ class Tables(Connection):
         values = self._paged_range("a log read", start, end)
         return [log_entry(v, m.key.decode(errors="replace")) for v, m in values]
 
-    def compare_and_swap(
-        self,
-        table_id: str,
-        expected_head_revision: int,
-        read_after: int,
-        version: int,
-        entry: bytes,
-        head: dict[str, Any],
-        txn_id: str,
-        time_version: int | None,
-    ) -> CasResult:
+    def compare_and_swap(self, request: CasRequest) -> CasResult:
         """The commit point: if the head is unchanged, write log/<version>, the head, the txn index and
         the time index in one etcd transaction. Raises CommitAnswerLost when the answer did not come."""
         client = self.client
-        request = self._commit_requests(table_id).build(
-            expected_head_revision=expected_head_revision,
-            read_after=read_after,
-            window=LOG_ENTRIES_IN_A_TXN,
-            version=version,
-            entry=entry,
-            head=dumps(head),
-            txn_id=txn_id,
-            time_version=time_version,
-        )
-        response = self._send_commit(client, request)
+        response = self._send_commit(client, etcd_txn.build_many([self._commit_parts(request, LOG_ENTRIES_IN_A_TXN)]))
         if response.succeeded:
-            return CasResult(True, self._remember(table_id, HeadState(head, response.header.revision)), [])
+            return CasResult(
+                True, self._remember(request.table_id, HeadState(request.head, response.header.revision)), []
+            )
         head_kvs, log_kvs = etcd_txn.range_kvs(response, 0), etcd_txn.range_kvs(response, 1)
-        return self._rebase_state(table_id, read_after, head_kvs, log_kvs)
+        return self._rebase_state(request.table_id, request.read_after, head_kvs, log_kvs)
+
+    def _commit_parts(self, r: CasRequest, window: int) -> tuple[Any, list[Any], list[Any]]:
+        """Table `r.table_id`'s compare, success operations and failure reads for this commit."""
+        return self._commit_requests(r.table_id).parts(
+            expected_head_revision=r.expected_head_revision,
+            read_after=r.read_after,
+            window=window,
+            version=r.version,
+            entry=r.entry,
+            head=dumps(r.head),
+            txn_id=r.txn_id,
+            time_version=r.time_version,
+        )
 
     def compare_and_swap_many(self, requests: Sequence[CasRequest]) -> list[CasResult]:
         """The commit point of a multi-table transaction: one etcd transaction that compares every
@@ -240,19 +235,7 @@ class Tables(Connection):
         # a lost compare brings back at most LOG_ENTRIES_IN_A_TXN log entries in all, so the answer stays
         # as small as a single commit's; a table further behind reads the rest in pages
         window = LOG_ENTRIES_IN_A_TXN // len(requests)
-        parts = [
-            self._commit_requests(r.table_id).parts(
-                expected_head_revision=r.expected_head_revision,
-                read_after=r.read_after,
-                window=window,
-                version=r.version,
-                entry=r.entry,
-                head=dumps(r.head),
-                txn_id=r.txn_id,
-                time_version=r.time_version,
-            )
-            for r in requests
-        ]
+        parts = [self._commit_parts(r, window) for r in requests]
         response = self._send_commit(client, etcd_txn.build_many(parts))
         if response.succeeded:
             return [

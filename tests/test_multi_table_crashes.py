@@ -317,6 +317,29 @@ def assert_tables_still_commit(fresh: Catalog, names: list[str]) -> None:
     assert _versions(fresh, names) == {name: version + 1 for name, version in before.items()}
 
 
+def assert_after_death(
+    spec: CatalogSpec,
+    etcd_server: EmbeddedEtcd,
+    catalog: Catalog,
+    writer: Writer,
+    names: list[str],
+    before: dict[str, int],
+    *,
+    landed: bool,
+) -> None:
+    """Once etcd sees the writer dead, a fresh catalog finds every part landed (`landed`) or none, cleanup
+    keeps the commit's files or removes the staging, and the tables still take commits."""
+    _wait_until_dead(spec, etcd_server, catalog, writer)
+    with spec.open() as fresh:
+        if landed:
+            assert_all_landed(fresh, writer, names, before)
+            assert_cleanup_keeps_the_commit(fresh, writer, names)
+        else:
+            assert_none_landed(fresh, writer, names, before)
+            assert_cleanup_removes_the_staging(fresh, writer, names)
+        assert_tables_still_commit(fresh, names)
+
+
 # --- 1. killed before the commit is sent -----------------------------------------------------------
 
 
@@ -338,12 +361,7 @@ def test_writer_killed_before_commit_moves_no_table_and_cleanup_removes_its_stag
         assert part.txn_id in catalog.table(name).cleanup(grace_seconds=0).kept_inflight
         assert os.listdir(part.staging_dir) != []
     writer.kill()
-    _wait_until_dead(spec, etcd_server, catalog, writer)
-
-    with spec.open() as fresh:
-        assert_none_landed(fresh, writer, tables, before)
-        assert_cleanup_removes_the_staging(fresh, writer, tables)
-        assert_tables_still_commit(fresh, tables)
+    assert_after_death(spec, etcd_server, catalog, writer, tables, before, landed=False)
 
 
 # --- 2. killed with the commit request sent, the answer not received ------------------------------
@@ -372,12 +390,7 @@ def test_writer_killed_with_its_commit_request_held_before_etcd_moves_no_table(
         finally:
             direct.close()
         assert writer.killed_before_printing_more()
-    _wait_until_dead(spec, etcd_server, catalog, writer)
-
-    with spec.open() as fresh:
-        assert_none_landed(fresh, writer, tables, before)
-        assert_cleanup_removes_the_staging(fresh, writer, tables)
-        assert_tables_still_commit(fresh, tables)
+    assert_after_death(spec, etcd_server, catalog, writer, tables, before, landed=False)
 
 
 def _kill_with_the_answer_held(
@@ -409,12 +422,7 @@ def test_writer_killed_with_etcd_s_answer_held_moves_every_table(
     with HoldingProxy(etcd_server.host, etcd_server.client_port) as proxy:
         writer = start_writer("committing", tables, endpoint=proxy.endpoint)
         _kill_with_the_answer_held(writer, proxy, spec, etcd_server, catalog)
-    _wait_until_dead(spec, etcd_server, catalog, writer)
-
-    with spec.open() as fresh:
-        assert_all_landed(fresh, writer, tables, before)
-        assert_cleanup_keeps_the_commit(fresh, writer, tables)
-        assert_tables_still_commit(fresh, tables)
+    assert_after_death(spec, etcd_server, catalog, writer, tables, before, landed=True)
 
 
 # --- 3. killed after commit returned ---------------------------------------------------------------
@@ -431,12 +439,7 @@ def test_writer_killed_after_commit_returned_keeps_every_table_s_part(
         name: {"version": before[name] + 1, "skipped": False, "multi_txn_id": writer.multi_txn_id} for name in tables
     }
     writer.kill()
-    _wait_until_dead(spec, etcd_server, catalog, writer)
-
-    with spec.open() as fresh:
-        assert_all_landed(fresh, writer, tables, before)
-        assert_cleanup_keeps_the_commit(fresh, writer, tables)
-        assert_tables_still_commit(fresh, tables)
+    assert_after_death(spec, etcd_server, catalog, writer, tables, before, landed=True)
 
 
 # --- 4. idempotent reruns with application ids -----------------------------------------------------

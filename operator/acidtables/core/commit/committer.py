@@ -66,16 +66,7 @@ def commit(
     conflict, CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown. `reads_since`: the
     version some of the intent's reads saw, when older than the snapshot's (see Transaction.record_read)."""
     if records_nothing(intent):
-        staged.discard(keep=())
-        staged.release()
-        return CommitInfo(
-            version=snapshot.version,
-            time_version=None,
-            retries=0,
-            txn_id=intent.txn_id,
-            operation=intent.operation,
-            skipped=True,
-        )
+        return skip(intent, staged, snapshot.version)
     committer = TableCommitter(services, intent, snapshot, expected_revision, staged)
     if reads_since is not None and reads_since < snapshot.version:
         committer.judge_commits_the_reads_missed(reads_since)
@@ -84,6 +75,22 @@ def commit(
 
 #: the operations whose commit is left out of the log when it would change nothing (below)
 SKIPPED_WHEN_EMPTY = frozenset({Operation.UPDATE, Operation.DELETE, Operation.MERGE})
+
+
+def skip(intent: CommitRecord, staged: Staged, version: int) -> CommitInfo:
+    """End a commit that adds no version (nothing recorded, or already applied: `version` holds its
+    effect): its staged files deleted, its registration ended."""
+    staged.discard(keep=())
+    staged.release()
+    return CommitInfo(
+        version=version,
+        time_version=None,
+        retries=0,
+        txn_id=intent.txn_id,
+        operation=intent.operation,
+        skipped=True,
+        multi_txn_id=intent.multi_txn_id,
+    )
 
 
 def retry_delay(services: Services, attempt: int) -> float:
@@ -325,8 +332,6 @@ class TableCommitter:
         for app_id, version in self.intent.app_ids.items():
             recorded = self.snapshot.app_ids.get(app_id)
             if recorded is not None and recorded[0] >= version:
-                self.staged.discard(keep=())
-                self.staged.release()
                 logger.info(
                     "%s: application %r version %d already applied at version %d; skipped",
                     self.meta.name,
@@ -334,14 +339,7 @@ class TableCommitter:
                     version,
                     recorded[1],
                 )
-                return CommitInfo(
-                    version=recorded[1],
-                    time_version=None,
-                    retries=0,
-                    txn_id=self.txn_id,
-                    operation=self.operation,
-                    skipped=True,
-                )
+                return skip(self.intent, self.staged, recorded[1])
         return None
 
     def after_lost_answer(self, lost: Exception) -> CasResult:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import NoReturn
 
-from acidtables.core.commit.committer import Staged, TableCommitter, records_nothing, retry_delay
+from acidtables.core.commit.committer import Staged, TableCommitter, records_nothing, retry_delay, skip
 from acidtables.core.coordination.etcd_txn import SUCCESS_OPS_PER_TABLE
 from acidtables.core.coordination.failures import CommitAnswerLost
 from acidtables.core.coordination.tables import CasResult
@@ -94,17 +94,7 @@ class _GroupCommitter:
         for index, part in enumerate(parts):
             intent = replace(part.intent, multi_txn_id=multi_txn_id, multi_txn_tables=tables)
             if records_nothing(intent):
-                part.staged.discard(keep=())
-                part.staged.release()
-                self.infos[index] = CommitInfo(
-                    version=part.snapshot.version,
-                    time_version=None,
-                    retries=0,
-                    txn_id=intent.txn_id,
-                    operation=intent.operation,
-                    skipped=True,
-                    multi_txn_id=multi_txn_id,
-                )
+                self.infos[index] = skip(intent, part.staged, part.snapshot.version)
                 continue
             committer = TableCommitter(services, intent, part.snapshot, part.expected_revision, part.staged)
             self.committers.append((index, committer))
@@ -116,7 +106,7 @@ class _GroupCommitter:
         for index, committer in self.committers:
             applied = committer.already_applied()
             if applied is not None:
-                self.infos[index] = replace(applied, multi_txn_id=self.multi_txn_id)
+                self.infos[index] = applied
             else:
                 pending.append((index, committer))
         self.committers = pending

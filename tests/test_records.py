@@ -73,6 +73,7 @@ def test_commit_record_round_trips_through_json() -> None:
                 True,
                 None,
                 {"tokens": ["a"]},
+                "0123456789abcdef",
             ),
         ),
         removes=(DataFile("data/x/f.parquet", {"dt": "a"}, 4, 40, data_change=False),),

@@ -24,6 +24,7 @@ import pytest
 
 from acidtables import Catalog, DataFile, Table
 from acidtables.core import FileKind, TableScan, read_schema
+from acidtables.core.read.data_files import plain_dataset, table_columns_digest
 from acidtables.errors import DataFilesMissingError, InvalidArgumentError, VersionExpiredError, VersionNotFoundError
 
 _files = itertools.count()
@@ -190,6 +191,66 @@ def test_files_stored_under_other_names_and_narrower_types_read_as_the_table(cat
     got = table.scan().to_arrow()
     assert got.schema == pa.schema([("id", pa.int64()), ("amount", pa.float64())])
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": 1, "amount": 1.5}, {"id": 2, "amount": 2.5}]
+
+
+def test_a_file_whose_commit_recorded_the_tables_columns_is_planned_without_reading_its_footer(
+    catalog: Catalog,
+) -> None:
+    """The commit's proof reads each new file's footer and keeps a digest of its stored columns; a read
+    whose table has the same columns plans such a file without opening it (the scan still reads it).
+    A file that differs (a column missing, a narrower type) is opened while planning, as before."""
+    table = catalog.create_table("s.digests", "id BIGINT, amount DOUBLE, dt STRING", partition_by=["dt"])
+    fits = add(table, pa.table({"id": [1], "amount": [1.5]}), {"dt": "a"})
+    lacks = add(table, pa.table({"id": [2]}), {"dt": "a"})
+    narrower = add(table, pa.table({"id": pa.array([3], pa.int32()), "amount": [3.5]}), {"dt": "b"})
+    meta = table.metadata
+    assert fits.schema_digest == table_columns_digest(meta)
+    assert None not in {lacks.schema_digest, narrower.schema_digest}
+    assert table_columns_digest(meta) not in {lacks.schema_digest, narrower.schema_digest}
+    files = [fits, lacks, narrower]
+    schema = read_schema(meta)
+
+    def gone(file: DataFile) -> Path:
+        path = Path(table.storage.absolute(file.path))
+        moved = path.with_name(path.name + ".away")
+        path.rename(moved)
+        return moved
+
+    moved = gone(fits)  # planning never opens it...
+    dataset, others = plain_dataset(table.storage, files, schema, meta)
+    assert [f.path for f in others] == [narrower.path]  # read file by file and widened, as before
+    assert len(dataset.files) == 2
+    with pytest.raises(FileNotFoundError):
+        dataset.to_table()  # ...the scan does
+    moved.rename(moved.with_name(moved.name.removesuffix(".away")))
+    assert [(r["id"], r["amount"]) for r in rows(table.scan())] == [(1, 1.5), (2, None), (3, 3.5)]
+    moved = gone(lacks)
+    with pytest.raises(FileNotFoundError):
+        plain_dataset(table.storage, files, schema, meta)  # its footer is read while planning
+    moved.rename(moved.with_name(moved.name.removesuffix(".away")))
+
+    # a column added later: no file has the table's columns any more, so every footer is read again
+    catalog.alter_table("s.digests", add_columns="note STRING")
+    assert table_columns_digest(table.metadata) != fits.schema_digest
+    assert [(r["id"], r["note"]) for r in rows(table.scan())] == [(1, None), (2, None), (3, None)]
+
+
+def test_the_recorded_column_digest_is_the_footers_never_the_callers(catalog: Catalog) -> None:
+    """An entry that claims the table's columns for a file stored otherwise would have Arrow read it
+    unconverted: add_files keeps the digest of what the footer says."""
+    table = catalog.create_table("s.claims", "id BIGINT, amount DOUBLE")
+    claimed = table_columns_digest(table.metadata)
+    with table.begin("insert_into") as tx:
+        path = Path(tx.staging_dir) / "part-narrow.parquet"
+        path.parent.mkdir(parents=True)
+        pq.write_table(pa.table({"ID": pa.array([7], pa.int32()), "amount": [7.5]}), path)
+        tx.add_files([DataFile(str(path), {}, 1, path.stat().st_size, schema_digest=claimed)])
+        tx.commit()
+    (file,) = table.snapshot().files
+    assert file.schema_digest not in {None, claimed}
+    got = table.scan().to_arrow()
+    assert got.schema == pa.schema([("id", pa.int64()), ("amount", pa.float64())])
+    assert got.to_pylist() == [{"id": 7, "amount": 7.5}]
 
 
 def test_deletion_vectors_hide_their_rows(catalog: Catalog) -> None:

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import Literal
 from acidtables.core.log.records import DataFile, TableMetadata
-from acidtables.core.schema.file_schema import check_file_schema
+from acidtables.core.schema.file_schema import check_file_schema, stored_columns_digest
 from acidtables.core.storage.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
 
 
@@ -49,9 +49,10 @@ def check_partition_directories(path: str, partition: Mapping[str, Literal], met
             )
 
 
-def prove_new_file(storage: Storage, file: DataFile, txn_id: str, meta: TableMetadata, method: str) -> None:
+def prove_new_file(storage: Storage, file: DataFile, txn_id: str, meta: TableMetadata, method: str) -> str:
     """The checks for a file that is new to the table (`file.path` relative to the location); `meta` is
-    what the transaction commits (its pending schema change included)."""
+    what the transaction commits (its pending schema change included). Returns the digest of the columns
+    the file stores (`stored_columns_digest`), which its entry keeps for readers."""
     path = file.path
     clean = posixpath.normpath(path)
     if "://" in path or path.startswith("/") or clean == ".." or clean.startswith("../"):
@@ -82,6 +83,7 @@ def prove_new_file(storage: Storage, file: DataFile, txn_id: str, meta: TableMet
     check_file_schema(footer, meta, file.kind, path, method)
     if meta.partition_by:
         check_partition_directories(path, file.partition, method)
+    return stored_columns_digest(footer.schema.to_arrow_schema())
 
 
 def prove_re_added_file(live: DataFile, file: DataFile, method: str) -> None:

@@ -225,10 +225,13 @@ class Transaction:
                 )
             if live is not None:
                 prove_re_added_file(live, file, "add_files")
+                digest = live.schema_digest  # the same bytes
             else:
-                prove_new_file(self._storage, file, self.txn_id, self.target_metadata, "add_files")
-            if self.operation in REWRITES:
-                file = replace(file, data_change=False)  # same data, new layout (R5, D-15)
+                # the digest is always the footer's, never what the caller's entry said
+                digest = prove_new_file(self._storage, file, self.txn_id, self.target_metadata, "add_files")
+            # a rewrite's file holds the same data in a new layout (R5, D-15)
+            data_change = file.data_change and self.operation not in REWRITES
+            file = replace(file, schema_digest=digest, data_change=data_change)
             self._adds[file.path] = file
         self._publish_scope()
 

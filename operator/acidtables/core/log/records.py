@@ -88,6 +88,10 @@ class DataFile:
     #: anything a layer above core keeps with the file, stored and never interpreted by core (the test
     #: suite's row tokens live here: tests/jobs.py)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: a digest of the columns the file stores, names and Arrow types (`stored_columns_digest`), taken
+    #: from its footer when its commit proved it; a reader whose table's columns have the same digest
+    #: knows the file fits without reading its footer first. None for entries written before
+    schema_digest: str | None = None
 
     @property
     def partition_spec(self) -> str | None:
@@ -128,6 +132,8 @@ class DataFile:
             out["ordered_lineage"] = True
         if self.extra:
             out["extra"] = dict(self.extra)
+        if self.schema_digest is not None:
+            out["schema_digest"] = self.schema_digest
         return out
 
     @staticmethod
@@ -146,6 +152,7 @@ class DataFile:
             ordered_lineage=bool(data.get("ordered_lineage", False)),
             added_version=added_version,
             extra=dict(data.get("extra") or {}),
+            schema_digest=data.get("schema_digest"),
         )
 
 

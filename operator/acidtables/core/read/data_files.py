@@ -6,7 +6,9 @@ Two ways to read, chosen per file:
 * **as a pyarrow dataset** (`plain_dataset`): a file whose stored columns have exactly the table's names
   and types and which has no deletion vector is one fragment of a `pyarrow.dataset.FileSystemDataset`,
   its partition values given as the fragment's partition expression. Arrow then fills partition columns,
-  projects, filters, prunes row groups and reads files in parallel itself, as it does for any dataset;
+  projects, filters, prunes row groups and reads files in parallel itself, as it does for any dataset.
+  Whether a file fits is known without its footer when its entry's `schema_digest` (taken at its
+  commit) is the table's; only other files' footers are read while planning;
 * **file by file** (`read_file`): everything else (a column stored under another case or type, which
   Spark reads case-insensitively and widens; a deletion vector; a primary-key file to be merged) is
   read whole and made to fit the table's schema here.
@@ -28,7 +30,8 @@ import pyarrow.parquet as pq
 from acidtables.core.errors import AcidTablesError
 from acidtables.core.expressions import Literal
 from acidtables.core.log.records import DataFile, TableMetadata
-from acidtables.core.schema.file_schema import MERGE_ON_READ_OPS, OP_COLUMN, SEQ_COLUMN, UPSERT
+from acidtables.core.read.arrow_schema import read_schema
+from acidtables.core.schema.file_schema import MERGE_ON_READ_OPS, OP_COLUMN, SEQ_COLUMN, UPSERT, stored_columns_digest
 from acidtables.core.storage.storage import Storage
 
 #: helper columns of a file-by-file read: the file, the row's position in it, the version that added it
@@ -92,38 +95,61 @@ def fits_dataset(physical: pa.Schema, schema: pa.Schema, stored: Sequence[str], 
     return True
 
 
+def table_columns_digest(meta: TableMetadata) -> str:
+    """The `stored_columns_digest` a file has when it stores exactly the table's columns (partition
+    columns left out) in the types a reader hands back."""
+    partition = set(meta.partition_by)
+    return stored_columns_digest(pa.schema([f for f in read_schema(meta) if f.name not in partition]))
+
+
 def plain_dataset(
-    storage: Storage, files: Sequence[DataFile], schema: pa.Schema, partition_by: Sequence[str]
+    storage: Storage, files: Sequence[DataFile], schema: pa.Schema, meta: TableMetadata
 ) -> tuple[ds.FileSystemDataset, list[DataFile]]:
     """The files a dataset reads as they are, and those that must be read file by file (`read_file`).
-    Each file's footer is read once here, on a few threads (pyarrow releases the GIL while it reads and
-    parses), and its fragment keeps it for the scan."""
+    A file whose commit recorded the table's own columns (`DataFile.schema_digest`) joins the dataset
+    without its footer being read here: the scan reads it, as it reads any dataset's. Every other file's
+    footer is read once here, on a few threads (pyarrow releases the GIL while it reads and parses), and
+    its fragment keeps it for the scan."""
+    partition_by = meta.partition_by
     stored = [name for name in schema.names if name not in partition_by]
+    fitting = table_columns_digest(meta)
     expressions: dict[str, pc.Expression] = {}
 
-    def fragment_of(file: DataFile) -> tuple[DataFile, Any]:
+    def fragment_of(file: DataFile) -> Any:
         key = json.dumps(file.partition, sort_keys=True, default=str)
         expression = expressions.get(key)
         if expression is None:
             expression = expressions[key] = partition_expression(schema, file.partition)
         filesystem, path = storage.arrow_file(file.path)
-        fragment = _FORMAT.make_fragment(path, filesystem=filesystem, partition_expression=expression)
-        fragment.physical_schema  # noqa: B018 - reads the footer here, in parallel, once
-        return file, fragment
+        return _FORMAT.make_fragment(path, filesystem=filesystem, partition_expression=expression)
 
-    if len(files) > 1:
-        with ThreadPoolExecutor(max_workers=min(_FOOTER_THREADS, len(files))) as pool:
-            made = list(pool.map(fragment_of, files))
-    else:
-        made = [fragment_of(f) for f in files]
-    fragments, others = [], []
-    for file, fragment in made:
-        if fits_dataset(fragment.physical_schema, schema, stored, partition_by):
-            fragments.append(fragment)
+    def footer_read(file: DataFile) -> Any:
+        fragment = fragment_of(file)
+        fragment.physical_schema  # noqa: B018 - reads the footer here, in parallel, once
+        return fragment
+
+    # fragments stay in the files' order, whichever way each was found to fit
+    fragments: list[Any] = [None] * len(files)
+    unknown = []
+    for index, file in enumerate(files):
+        if file.schema_digest == fitting:
+            fragments[index] = fragment_of(file)
         else:
-            others.append(file)
+            unknown.append(index)
+    if len(unknown) > 1:
+        with ThreadPoolExecutor(max_workers=min(_FOOTER_THREADS, len(unknown))) as pool:
+            read = list(pool.map(footer_read, (files[i] for i in unknown)))
+    else:
+        read = [footer_read(files[i]) for i in unknown]
+    others = []
+    for index, fragment in zip(unknown, read, strict=True):
+        if fits_dataset(fragment.physical_schema, schema, stored, partition_by):
+            fragments[index] = fragment
+        else:
+            others.append(files[index])
     filesystem = storage.arrow_file("")[0]
-    return ds.FileSystemDataset(fragments, schema, _FORMAT, filesystem), others
+    kept = [fragment for fragment in fragments if fragment is not None]
+    return ds.FileSystemDataset(kept, schema, _FORMAT, filesystem), others
 
 
 def read_file(
@@ -196,4 +222,5 @@ __all__ = [
     "partition_text",
     "plain_dataset",
     "read_file",
+    "table_columns_digest",
 ]

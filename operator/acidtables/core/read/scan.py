@@ -128,7 +128,7 @@ class TableScan:
         rows are read first."""
         plain, rest = self._split()
         if not rest and set(self._read_schema.names) <= set(self.columns) and self.limit is None:
-            dataset, others = plain_dataset(self.storage, plain, self.schema, self.metadata.partition_by)
+            dataset, others = plain_dataset(self.storage, plain, self.schema, self.metadata)
             if not others:
                 return dataset.filter(self._filter) if self._filter is not None else dataset
         return ds.dataset(self.to_arrow())
@@ -179,7 +179,7 @@ class TableScan:
         meta = self.metadata
         plain, rest = self._split()
         if plain:
-            dataset, others = plain_dataset(self.storage, plain, self._read_schema, meta.partition_by)
+            dataset, others = plain_dataset(self.storage, plain, self._read_schema, meta)
             if whole:
                 if self._pushdown:
                     yield dataset.to_table(columns=self.columns, filter=self._filter)

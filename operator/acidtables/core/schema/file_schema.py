@@ -23,6 +23,7 @@ Every problem of a file is named at once, with what the table expects.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,6 +143,21 @@ def _nulls_and_values(footer: Any, name: str) -> tuple[int | None, set[Any] | No
     return nulls, values
 
 
+#: hex digits of a stored-columns digest: 64 bits, so a file whose columns differ from its table's is
+#: never taken for one that fits (DataFile.schema_digest)
+_DIGEST_DIGITS = 16
+
+
+def stored_columns_digest(schema: pa.Schema) -> str:
+    """A digest of the columns a Parquet file stores, by name (exact case) and Arrow type, in any order.
+    A file's (from its footer, when its commit proves it) equals its table's stored columns' exactly when
+    Arrow's dataset scanner can read the file as the table's rows without help; a reader then needs no
+    footer to decide (core.read.data_files). An INT96 timestamp is Arrow's nanoseconds here, a type no
+    table column has, so such a file never matches."""
+    spelled = "\n".join(sorted(f"{field.name}\t{field.type}" for field in schema))
+    return hashlib.sha256(spelled.encode()).hexdigest()[:_DIGEST_DIGITS]
+
+
 def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> list[str]:
     """What makes a file with this footer unreadable as rows of `meta` (empty when it is fine)."""
     problems: list[str] = []
@@ -214,4 +230,12 @@ def check_file_schema(footer: Any, meta: TableMetadata, kind: FileKind, path: st
         )
 
 
-__all__ = ["MERGE_ON_READ_OPS", "OP_COLUMN", "SEQ_COLUMN", "check_file_schema", "file_schema_problems", "readable_as"]
+__all__ = [
+    "MERGE_ON_READ_OPS",
+    "OP_COLUMN",
+    "SEQ_COLUMN",
+    "check_file_schema",
+    "file_schema_problems",
+    "readable_as",
+    "stored_columns_digest",
+]

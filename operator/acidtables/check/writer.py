@@ -214,7 +214,6 @@ class Writer:
         """One job on one table."""
         rng, log = self.rng, self.log
         name, kind, partition = rng.choice(sorted(handles)), rng.choice(kinds), rng.choice(PARTITIONS)
-        app = {"app_id": self.app_id, "app_version": self.app_version} if kind == "app_insert" else {}
         try:
             tx = self.job(handles[name], kind, partition, n)
         except AcidTablesError as exc:  # etcd away while beginning: nothing was sent
@@ -223,28 +222,15 @@ class Writer:
             return
         if tx is None:
             return
-        log.write(
-            kind="invoke",
-            table=name,
-            operation=kind,
-            partition=partition,
-            txn_id=tx.txn_id,
-            read_version=tx.read_version,
-            **app,
-        )
+        self.log_invoke(name, kind, partition, tx)
         self.maybe_die("staged")
         try:
             info = self.commit(tx)
-        except ConcurrentModificationException as exc:
-            log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__)
-        except CoordinatorUnavailable as exc:
-            # the commit may or may not have landed (CommitOutcomeUnknown) or was never sent
-            log.write(kind="unknown", txn_id=tx.txn_id, exception=type(exc).__name__)
         except AcidTablesError as exc:
-            log.write(kind="fail", txn_id=tx.txn_id, exception=type(exc).__name__, message=str(exc)[:300])
+            log.write(txn_id=tx.txn_id, **failed(exc))
         else:
             log.write(kind="ok", txn_id=tx.txn_id, version=info.version, skipped=info.skipped)
-            if app:
+            if kind == "app_insert":
                 self.app_version += 1
 
     def multi(self, catalog: Catalog, handles: dict[str, Table], kinds: list[str], n: int) -> None:
@@ -272,21 +258,8 @@ class Writer:
             time.sleep(0.1)  # a pause before the next job, not synchronisation
             return
         tables = [name for name, _, _, _ in parts]
-        apps = False
         for name, kind, partition, tx in parts:
-            app = {"app_id": self.app_id, "app_version": self.app_version} if kind == "app_insert" else {}
-            apps = apps or bool(app)
-            log.write(
-                kind="invoke",
-                table=name,
-                operation=kind,
-                partition=partition,
-                txn_id=tx.txn_id,
-                read_version=tx.read_version,
-                multi_txn_id=group.id,
-                multi_txn_tables=tables,
-                **app,
-            )
+            self.log_invoke(name, kind, partition, tx, multi_txn_id=group.id, multi_txn_tables=tables)
         if group.state == "aborted" or rng.random() < MULTI_TABLE_ABORT_RATE:
             group.abort()
             for _, _, _, tx in parts:
@@ -295,23 +268,40 @@ class Writer:
         self.maybe_die("staged")
         try:
             infos = self.commit(group)
-        except ConcurrentModificationException as exc:
-            outcome: dict[str, Any] = {"kind": "fail", "exception": type(exc).__name__}
-        except CoordinatorUnavailable as exc:
-            outcome = {"kind": "unknown", "exception": type(exc).__name__}
         except AcidTablesError as exc:
-            outcome = {"kind": "fail", "exception": type(exc).__name__, "message": str(exc)[:300]}
-        else:
-            for name, _, _, tx in parts:
-                info = infos[name]
-                log.write(
-                    kind="ok", txn_id=tx.txn_id, multi_txn_id=group.id, version=info.version, skipped=info.skipped
-                )
-            if apps:
-                self.app_version += 1
+            for _, _, _, tx in parts:
+                log.write(txn_id=tx.txn_id, multi_txn_id=group.id, **failed(exc))
             return
-        for _, _, _, tx in parts:
-            log.write(txn_id=tx.txn_id, multi_txn_id=group.id, **outcome)
+        for name, _, _, tx in parts:
+            info = infos[name]
+            log.write(kind="ok", txn_id=tx.txn_id, multi_txn_id=group.id, version=info.version, skipped=info.skipped)
+        if any(kind == "app_insert" for _, kind, _, _ in parts):
+            self.app_version += 1
+
+    def log_invoke(self, name: str, kind: str, partition: str, tx: Transaction, **group: Any) -> None:
+        """A job's invoke line, written before its commit is sent: what it does where, from which read
+        version, its application id and version when it writes one, and its group when it has one."""
+        app = {"app_id": self.app_id, "app_version": self.app_version} if kind == "app_insert" else {}
+        self.log.write(
+            kind="invoke",
+            table=name,
+            operation=kind,
+            partition=partition,
+            txn_id=tx.txn_id,
+            read_version=tx.read_version,
+            **group,
+            **app,
+        )
+
+
+def failed(exc: AcidTablesError) -> dict[str, Any]:
+    """The outcome line of a commit that raised: a conflict fails it, an unreachable etcd leaves it
+    unknown (it may have landed: CommitOutcomeUnknown, or was never sent), anything else fails it."""
+    if isinstance(exc, ConcurrentModificationException):
+        return {"kind": "fail", "exception": type(exc).__name__}
+    if isinstance(exc, CoordinatorUnavailable):
+        return {"kind": "unknown", "exception": type(exc).__name__}
+    return {"kind": "fail", "exception": type(exc).__name__, "message": str(exc)[:300]}
 
 
 #: jobs with nothing to do on a partition holding fewer files than this

@@ -172,7 +172,7 @@ class TableCommitter:
             except CoordinatorFull as full:
                 # etcd applies the write that crosses its quota and only then answers NOSPACE (its quota
                 # applier), so a refusal may have landed: look the txn id up (reads still work)
-                looked_up = self.after_lost_answer(full)
+                looked_up = self.after_lost_answer(str(full))
                 if looked_up.succeeded:
                     return self.finish(self.decode(looked_up.log[0]))
                 self.give_up()
@@ -183,7 +183,7 @@ class TableCommitter:
                 self.give_up()
                 raise
             except CommitAnswerLost as lost:
-                result = self.after_lost_answer(lost)
+                result = self.after_lost_answer(str(lost))
                 if result.succeeded:
                     return self.finish(self.decode(result.log[0]))
             if result.succeeded:
@@ -342,8 +342,9 @@ class TableCommitter:
                 return skip(self.intent, self.staged, recorded[1])
         return None
 
-    def after_lost_answer(self, lost: Exception) -> CasResult:
-        """Look the txn id up before any retry; if etcd stays away, the outcome is unknown."""
+    def after_lost_answer(self, why: str) -> CasResult:
+        """Look the txn id up before any retry; if etcd stays away, the outcome is unknown. `why`: what
+        made the answer unknown, for the log."""
         coordinator = self.services.coordinator
         try:
             landed = self.log.find_txn(self.txn_id)
@@ -353,7 +354,7 @@ class TableCommitter:
                     self.meta.name,
                     self.txn_id,
                     landed,
-                    lost,
+                    why,
                 )
                 return CasResult(True, None, self.log.read(landed - 1, landed))
             head = coordinator.read_head(self.table_id)

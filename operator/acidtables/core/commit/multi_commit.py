@@ -209,9 +209,11 @@ class _GroupCommitter:
         return landed
 
     def _after_lost_answer(self, committers: list[TableCommitter], lost: Exception | None) -> list[CasResult]:
-        """Every part's outcome once the answer was lost: the parts land together, so either every txn id
-        is found or none is (anything else would be damage, said so)."""
-        results = [c.after_lost_answer(lost or RuntimeError("an earlier attempt landed")) for c in committers]
+        """Every part's outcome once the answer was lost (`lost`; None when an earlier attempt's record
+        was found among the winners): the parts land together, so either every txn id is found or none is
+        (anything else would be damage, said so)."""
+        why = str(lost) if lost is not None else "an earlier attempt landed"
+        results = [c.after_lost_answer(why) for c in committers]
         if len({r.succeeded for r in results}) > 1:
             found = [c.meta.name for c, r in zip(committers, results, strict=True) if r.succeeded]
             raise CorruptMetadataError(

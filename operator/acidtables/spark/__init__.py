@@ -10,6 +10,7 @@ from acidtables.spark.prepared import Prepared
 from acidtables.spark.session import local_session, spark_session, stop_session
 from acidtables.spark.statements import sql
 from acidtables.spark.table import SparkTable
+from acidtables.spark.worker_heap import settle_imports
 
 __all__ = [
     "MergeBuilder",
@@ -22,3 +23,6 @@ __all__ = [
     "stop_session",
     "use_catalog",
 ]
+
+# last: what the imports above made stays out of a reused worker's per-task collection
+settle_imports()

@@ -316,3 +316,25 @@ def test_a_rewritten_row_holding_nan_is_no_change(catalog: Catalog) -> None:
         ("update_preimage", 2, 2.0),
         ("update_postimage", 2, 20.0),
     ]
+
+
+def test_a_checkpoint_whose_query_id_cannot_be_read_is_named_with_why(tmp_path: Path) -> None:
+    from acidtables.core import AcidTablesError
+    from acidtables.spark.stream_sink import query_id as sink_query_id
+
+    missing, unreadable, garbled, found = (tmp_path / name for name in ("missing", "unreadable", "garbled", "found"))
+    for checkpoint in (missing, unreadable, garbled, found):
+        checkpoint.mkdir()
+    (unreadable / "metadata").mkdir()  # a directory where Spark keeps a file: reading it fails
+    (garbled / "metadata").write_text('{"id": ')
+    (found / "metadata").write_text('{"id": "q-1"}')
+    for checkpoint, reason in [
+        (missing, "holds no query id; Spark writes it when a query starts"),
+        (unreadable, "cannot be read (["),
+        (garbled, "is not JSON ("),
+    ]:
+        with pytest.raises(AcidTablesError) as caught:
+            sink_query_id(str(checkpoint))
+        assert f"{checkpoint}/metadata" in str(caught.value)
+        assert reason in str(caught.value)
+    assert sink_query_id(str(found)) == "q-1"

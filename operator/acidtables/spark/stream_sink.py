@@ -24,6 +24,7 @@ mode.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -87,12 +88,26 @@ class StagedBatch(WriterCommitMessage):
 
 def query_id(checkpoint_location: str) -> str:
     """The id Spark keeps for a streaming query in its checkpoint: every run of the query has it."""
-    found = Storage(checkpoint_location).read_json(QUERY_METADATA)
-    ident = found.get("id") if found else None
+    where = f"{checkpoint_location}/{QUERY_METADATA}"
+    try:
+        found = json.loads(Storage(checkpoint_location).read(QUERY_METADATA))
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise AcidTablesError(
+            f"stream into acidtables: {where}, where Spark keeps the query's id, cannot be read ({exc}); "
+            f"{CHECKPOINT_LOCATION} must be a directory this process can read and write"
+        ) from None
+    except ValueError as exc:
+        raise AcidTablesError(
+            f"stream into acidtables: {where}, where Spark keeps the query's id, is not JSON ({exc}); "
+            f"{CHECKPOINT_LOCATION} must be the directory this query was started with"
+        ) from None
+    ident = found.get("id") if isinstance(found, dict) else None
     if not isinstance(ident, str) or not ident:
         raise AcidTablesError(
-            f"stream into acidtables: {checkpoint_location}/{QUERY_METADATA} holds no query id; Spark writes it "
-            f"when a query starts, so {CHECKPOINT_LOCATION} must be the directory this query was started with"
+            f"stream into acidtables: {where} holds no query id; Spark writes it when a query starts, so "
+            f"{CHECKPOINT_LOCATION} must be the directory this query was started with"
         )
     return ident
 

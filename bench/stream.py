@@ -22,7 +22,9 @@ compaction and catchup and is stopped before the memory runs, which start Spark 
   delivered within 60 s of start.
 - memory: 10,000 micro-batches of each of the data source's sink, SparkTable.write_stream and the
   source, each in a Spark driver process of its own (bench/stream_memory.py). Goal: each process kind's
-  resident memory after the last batch <= 1.2 x after 100.
+  resident memory after the last batch <= 1.2 x after 100. With BENCH_STREAM_MEMORY_COMPACT=1, a sink's
+  table is compacted while it runs (CompactionLoop in this process's own Spark driver, as the operator's
+  jobs run beside a stream, not in it), so its live files stay few.
 """
 
 from __future__ import annotations
@@ -598,6 +600,28 @@ ROLE_LABELS = {
 #: the memory runs to make, a comma-separated subset of ROLES (default all, one after the other): a run of
 #: one role can go beside another's, each in a driver of its own (their memory does not depend on the CPU)
 MEMORY_ROLES_VARIABLE = "BENCH_STREAM_MEMORY_ROLES"
+#: "1": minor compactions run on a sink's table while its memory run goes (a stream's table as the
+#: operator's automatic compaction keeps it); otherwise the table gains a file every micro-batch
+MEMORY_COMPACT_VARIABLE = "BENCH_STREAM_MEMORY_COMPACT"
+
+
+def _measured_with_compaction(env: Env, catalog: Catalog, role: str, table: str, sizes: Sizes) -> dict[str, Any]:
+    """A sink's memory run while minor compactions run on its table from this process (a Spark driver of
+    its own, as the operator's jobs are): what the run measured, and what the compactions did."""
+    with spark_session() as session:
+        loop = CompactionLoop(session, catalog.table(table))
+        loop.start()
+        try:
+            found = measure(env.settings, role, table, env.root, sizes.memory_stops, sizes.memory_max_seconds)
+        finally:
+            loop.stop()
+    found["compaction"] = {
+        "runs": len(loop.runs),
+        "committed_versions": sum(len(r.get("committed_versions", ())) for r in loop.runs),
+        "errors": loop.errors[:5],
+        "live_files_at_end": len(catalog.table(table).snapshot().files),
+    }
+    return found
 
 
 def bench_memory(env: Env, catalog: Catalog, sizes: Sizes, report: Report, source_table: Table) -> None:
@@ -615,17 +639,25 @@ def bench_memory(env: Env, catalog: Catalog, sizes: Sizes, report: Report, sourc
                 f"bench.memory_{role.replace('-', '_')}_{uuid.uuid4().hex[:6]}", schema=SCHEMA, partition_by=["dt"]
             ).name
             stops = sizes.memory_stops
-        log(f"memory {role}: a driver of its own, {stops[-1]:,} micro-batches into/from {table} (load {_load()})")
-        found = measure(env.settings, role, table, env.root, stops, sizes.memory_max_seconds)
+        compacted = role != "source" and os.environ.get(MEMORY_COMPACT_VARIABLE) == "1"
+        log(
+            f"memory {role}: a driver of its own, {stops[-1]:,} micro-batches into/from {table}"
+            f"{', compacted meanwhile' if compacted else ''} (load {_load()})"
+        )
+        if compacted:
+            found = _measured_with_compaction(env, catalog, role, table, sizes)
+            log(f"memory {role}: compactions {found['compaction']}")
+        else:
+            found = measure(env.settings, role, table, env.root, stops, sizes.memory_max_seconds)
         details[role] = found
-        _memory_figures(report, role, found)
+        _memory_figures(report, role, found, " (table compacted)" if compacted else "")
     report.details["memory"] = {"sink_rows_per_batch": SINK_ROWS_PER_BATCH, **details}
 
 
-def _memory_figures(report: Report, role: str, found: dict[str, Any]) -> None:
+def _memory_figures(report: Report, role: str, found: dict[str, Any], suffix: str = "") -> None:
     samples = found["samples"]
     first, last = samples[0], samples[-1]
-    label = ROLE_LABELS[role]
+    label = ROLE_LABELS[role] + suffix
     n = last["batches"]
     rate = (n - first["batches"]) / (last["seconds"] - first["seconds"]) if last["seconds"] > first["seconds"] else 0
     report.add(

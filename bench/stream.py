@@ -617,7 +617,7 @@ def _measured_with_compaction(env: Env, catalog: Catalog, role: str, table: str,
             loop.stop()
     found["compaction"] = {
         "runs": len(loop.runs),
-        "committed_versions": sum(len(r.get("committed_versions", ())) for r in loop.runs),
+        "committed_versions": sum(len(r.get("committedVersions", ())) for r in loop.runs),
         "errors": loop.errors[:5],
         "live_files_at_end": len(catalog.table(table).snapshot().files),
     }

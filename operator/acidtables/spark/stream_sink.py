@@ -152,16 +152,13 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
     planning just loaded. The catalog is the worker's kept one (`kept_catalog`): the stream's next
     micro-batches in that worker use it again."""
 
-    def __init__(
-        self, state: StreamWriteState, overwrite: bool, catalog: Catalog | None = None, table: Table | None = None
-    ) -> None:
+    def __init__(self, state: StreamWriteState, overwrite: bool, table: Table | None = None) -> None:
         self.state = state
         self.overwrite = overwrite
-        self._catalog: Catalog | None = catalog
         self._table: Table | None = table
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"state": self.state, "overwrite": self.overwrite, "_catalog": None, "_table": None}
+        return {"state": self.state, "overwrite": self.overwrite, "_table": None}
 
     @staticmethod
     def plan(
@@ -194,38 +191,37 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
             query_id=query_id(options.checkpoint_location),
             transaction=StreamTransaction.of(tx),
         )
-        return AcidTablesStreamWriter(state, overwrite, catalog, table)
+        return AcidTablesStreamWriter(state, overwrite, table)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         meta = TableMetadata.from_json(self.state.metadata)
         files = stage_batches(meta, self.state.transaction.txn_id, list(iterator), overwrite=self.overwrite)
         return StagedBatch([f.to_json() for f in files], asdict(self.state.transaction))
 
-    def _table_for_commit(self) -> tuple[Table, Catalog]:
-        """The table as planning found it, and its catalog: this writer's own when it was planned in this
-        worker, else the worker's kept catalog for these options."""
-        if self._catalog is not None and self._table is not None:
-            return self._table, self._catalog
-        options = parse_options(self.state.options, "stream_write")
-        catalog = kept_catalog(options, self.state.options, self.state.session_settings)
-        self._catalog, self._table = catalog, catalog.table(self.state.table)
-        return self._table, catalog
+    def _table_for_commit(self) -> Table:
+        """The table as planning found it when it was planned in this worker, else the table from the
+        worker's kept catalog for these options."""
+        if self._table is None:
+            options = parse_options(self.state.options, "stream_write")
+            catalog = kept_catalog(options, self.state.options, self.state.session_settings)
+            self._table = catalog.table(self.state.table)
+        return self._table
 
     def _done(self) -> None:
-        """Let go of the table (the catalog stays open for the stream's next micro-batch)."""
-        self._catalog, self._table = None, None
+        """Let go of the table (its catalog, the worker's kept one, stays open for the next micro-batch)."""
+        self._table = None
 
     @user_facing
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         try:
-            table, _ = self._table_for_commit()
+            table = self._table_for_commit()
             self.commit_batch(table, messages, batchId)
         finally:
             self._done()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         try:
-            table, _ = self._table_for_commit()
+            table = self._table_for_commit()
             self.abort_batch(table, messages)
         finally:
             self._done()

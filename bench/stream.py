@@ -51,7 +51,7 @@ from acidtables.spark import SparkTable
 from .core import Env, bench_env, log
 from .report import Figure, Goal, Report, machine_info, now_iso
 from .spark_setup import spark_session
-from .stream_memory import ROLES, SINK_ROWS_PER_BATCH, measure
+from .stream_memory import JVM_OPTIONS_VARIABLE, PARQUET_ROLES, ROLES, SINK_ROWS_PER_BATCH, measure
 from .stream_setup import (
     CATCHUP_SCHEMA,
     QUERY_TIMEOUT_SECONDS,
@@ -594,7 +594,11 @@ ROLE_LABELS = {
     "sink": "data source sink",
     "table-sink": "SparkTable.write_stream",
     "source": "data source source",
+    "parquet-sink": "Spark's Parquet file sink (baseline)",
+    "parquet-source": "Spark's Parquet file source (baseline)",
 }
+#: each acidtables role's baseline: the same stream through Spark's own file sink or source
+MEMORY_BASELINES = {"sink": "parquet-sink", "table-sink": "parquet-sink", "source": "parquet-source"}
 
 
 #: the memory runs to make, a comma-separated subset of ROLES (default all, one after the other): a run of
@@ -630,16 +634,23 @@ def bench_memory(env: Env, catalog: Catalog, sizes: Sizes, report: Report, sourc
     unknown = [r for r in chosen if r not in ROLES]
     if unknown:
         raise SystemExit(f"{MEMORY_ROLES_VARIABLE}: no role {', '.join(unknown)}; the roles are {', '.join(ROLES)}")
+    source_stops = tuple(s for s in sizes.memory_stops if s <= source_table.version) or (source_table.version,)
     for role in chosen:
         if role == "source":
             table = source_table.name
-            stops = tuple(s for s in sizes.memory_stops if s <= source_table.version) or (source_table.version,)
+            stops = source_stops
+        elif role == "parquet-source":
+            table = str(_linked_files(source_table, env.root / f"memory-parquet-source-{uuid.uuid4().hex[:6]}"))
+            stops = source_stops
+        elif role == "parquet-sink":
+            table = str(env.root / f"memory-parquet-sink-{uuid.uuid4().hex[:6]}")
+            stops = sizes.memory_stops
         else:
             table = catalog.create_table(
                 f"bench.memory_{role.replace('-', '_')}_{uuid.uuid4().hex[:6]}", schema=SCHEMA, partition_by=["dt"]
             ).name
             stops = sizes.memory_stops
-        compacted = role != "source" and os.environ.get(MEMORY_COMPACT_VARIABLE) == "1"
+        compacted = role in ("sink", "table-sink") and os.environ.get(MEMORY_COMPACT_VARIABLE) == "1"
         log(
             f"memory {role}: a driver of its own, {stops[-1]:,} micro-batches into/from {table}"
             f"{', compacted meanwhile' if compacted else ''} (load {_load()})"
@@ -651,7 +662,47 @@ def bench_memory(env: Env, catalog: Catalog, sizes: Sizes, report: Report, sourc
             found = measure(env.settings, role, table, env.root, stops, sizes.memory_max_seconds)
         details[role] = found
         _memory_figures(report, role, found, " (table compacted)" if compacted else "")
-    report.details["memory"] = {"sink_rows_per_batch": SINK_ROWS_PER_BATCH, **details}
+    _against_baselines(report, details)
+    report.details["memory"] = {
+        "sink_rows_per_batch": SINK_ROWS_PER_BATCH,
+        "jvm_options": os.environ.get(JVM_OPTIONS_VARIABLE, "").strip(),
+        **details,
+    }
+
+
+def _linked_files(table: Table, directory: Path) -> Path:
+    """A directory of hard links to `table`'s files, for Spark's file source: the same files the
+    acidtables source reads, their modification times (the file source's order) those of the commits."""
+    directory.mkdir(parents=True)
+    for data_file in table.snapshot().files:
+        source = Path(table.storage.absolute(data_file.path))
+        os.link(source, directory / source.name)
+    return directory
+
+
+def _growth(found: dict[str, Any], key: str) -> float:
+    first, last = found["samples"][0], found["samples"][-1]
+    return float(last[key]) / float(first[key]) if first[key] else float("nan")
+
+
+def _against_baselines(report: Report, details: dict[str, Any]) -> None:
+    """Each role's JVM growth over its baseline's in this run: what acidtables adds to what Spark and its
+    JVM grow by themselves over the same number of micro-batches."""
+    for role, baseline in MEMORY_BASELINES.items():
+        if role not in details or baseline not in details:
+            continue
+        ours, theirs = _growth(details[role], "jvm_rss_bytes"), _growth(details[baseline], "jvm_rss_bytes")
+        report.add(
+            Figure(
+                "memory",
+                f"{ROLE_LABELS[role]}: JVM RSS growth against {ROLE_LABELS[baseline]}'s",
+                ours,
+                "x",
+                baseline=f"{theirs:.2f}x",
+                ratio=ours / theirs,
+                note="each the RSS after the last stop over after the first, in this run",
+            )
+        )
 
 
 def _memory_figures(report: Report, role: str, found: dict[str, Any], suffix: str = "") -> None:
@@ -692,7 +743,7 @@ def _memory_figures(report: Report, role: str, found: dict[str, Any], suffix: st
                 "MiB",
                 baseline=f"after {first['batches']:,}",
                 ratio=last[key] / first[key] if first[key] else None,
-                goal=MEMORY_GOAL,
+                goal=None if role in PARQUET_ROLES else MEMORY_GOAL,
                 note=f"{first[key] / mib:.0f} MiB after {first['batches']:,}; Pss {first[pss] / mib:.0f} -> "
                 f"{last[pss] / mib:.0f} MiB{extra}",
             )

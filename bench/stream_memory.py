@@ -10,7 +10,13 @@ last stdout line. Roles:
 - `table-sink`: the same rows through `SparkTable.write_stream` (foreachBatch, Spark's Parquet writer,
   the commit in this driver's Python);
 - `source`: `readStream.format("acidtables")` of a table of one-file versions from version 0 with
-  maxFilesPerTrigger=1 and Trigger.AvailableNow into the noop sink: one version per micro-batch.
+  maxFilesPerTrigger=1 and Trigger.AvailableNow into the noop sink: one version per micro-batch;
+- `parquet-sink` and `parquet-source`: the baselines, the same streams through Spark's own Parquet file
+  sink (into a directory) and file source (over a directory holding the source table's files, hard
+  links, in commit order), so what Spark and its JVM grow by themselves is measured beside them.
+
+`BENCH_STREAM_MEMORY_JVM_OPTIONS` becomes the driver JVM's `spark.driver.extraJavaOptions` (how a
+garbage collector's settings change its resident memory over a long stream).
 
 At each stop (completed micro-batches) it samples this driver's Python (VmRSS of /proc/self/status),
 the JVM it launched (and its heap committed, in use after a full GC, and its non-heap memory: metaspace
@@ -45,7 +51,11 @@ from acidtables.spark import SparkTable, local_session, stop_session
 from .core import log
 from .stream_setup import batched_events, completed_batches, source_options
 
-ROLES = ("sink", "table-sink", "source")
+ROLES = ("sink", "table-sink", "source", "parquet-sink", "parquet-source")
+#: roles whose `Run.table` is a directory, not a table name
+PARQUET_ROLES = ("parquet-sink", "parquet-source")
+#: extra options for each driver's JVM (spark.driver.extraJavaOptions); empty: none
+JVM_OPTIONS_VARIABLE = "BENCH_STREAM_MEMORY_JVM_OPTIONS"
 #: rows per micro-batch of the sinks' runs: as small as a batch gets while still writing a file
 SINK_ROWS_PER_BATCH = 10
 #: how often the driver looks at the query's progress
@@ -156,10 +166,12 @@ class Run:
     endpoints: tuple[str, ...]
     prefix: str
     warehouse: str
+    #: the table's name, or for PARQUET_ROLES the directory written or read
     table: str
     checkpoint: str
     stops: tuple[int, ...]
     max_seconds: float
+    jvm_options: str = ""
 
     def settings(self) -> Settings:
         return Settings(etcd=EtcdSettings(self.endpoints, prefix=self.prefix), warehouse=self.warehouse)
@@ -167,6 +179,17 @@ class Run:
 
 def _start(role: str, spark: SparkSession, catalog: Catalog, run: Run) -> StreamingQuery:
     options = source_options(run.settings())
+    if role == "parquet-source":
+        files = sorted(Path(run.table).iterdir(), key=lambda f: (f.stat().st_mtime_ns, f.name))
+        return (
+            spark.readStream.schema(spark.read.parquet(str(files[0])).schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(run.table)
+            .writeStream.format("noop")
+            .option("checkpointLocation", run.checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
     if role == "source":
         return (
             spark.readStream.format("acidtables")
@@ -183,6 +206,14 @@ def _start(role: str, spark: SparkSession, catalog: Catalog, run: Run) -> Stream
     events = batched_events(spark, SINK_ROWS_PER_BATCH, days=1)
     if role == "table-sink":
         return SparkTable(spark, catalog.table(run.table)).write_stream(events, run.checkpoint)
+    if role == "parquet-sink":
+        return (
+            events.writeStream.format("parquet")
+            .partitionBy("dt")
+            .option("path", run.table)
+            .option("checkpointLocation", run.checkpoint)
+            .start()
+        )
     writer = events.writeStream.format("acidtables").options(**options)
     return writer.option("checkpointLocation", run.checkpoint).start(run.table)
 
@@ -192,7 +223,8 @@ def drive(role: str, run: Run) -> dict[str, Any]:
     sampling memory at each stop."""
     # Spark first: its JVM is a forked child, and forking after gRPC (the etcd client) starts its threads
     # can leave the child without the descriptors it needs (acidtables.jobs.compact says the same)
-    spark = local_session(f"acidtables-bench-memory-{role}")
+    conf = {"spark.driver.extraJavaOptions": run.jvm_options} if run.jvm_options else None
+    spark = local_session(f"acidtables-bench-memory-{role}", conf=conf)
     try:
         jvm = jvm_pid()
         with Catalog(run.settings()) as catalog:
@@ -264,6 +296,7 @@ def measure(
         checkpoint=str(root / f"memory-{role}-{uuid.uuid4().hex[:6]}"),
         stops=tuple(stops),
         max_seconds=max_seconds,
+        jvm_options=os.environ.get(JVM_OPTIONS_VARIABLE, "").strip(),
     )
     spec = json.dumps(run.__dict__)
     # stderr goes straight to the bench's: the driver's progress lines, and Spark's errors if any

@@ -38,7 +38,7 @@ from acidtables import Catalog
 from acidtables.core import Column, TableNotFoundError
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.settings import EtcdSettings, Settings
-from acidtables.operator import conditions
+from acidtables.operator import conditions, driving
 from acidtables.operator.pods import JOB_LABEL
 
 
@@ -210,6 +210,42 @@ def test_a_succeeded_driver_ends_the_job_and_the_tables_compacting_within_second
     event_with(op, "compact", "Succeeded")
     jobs = op.metrics.jobs.labels("minor", "Succeeded")._value.get()
     assert jobs == 1  # counted once, though the timer and the pod's events both step the job
+
+
+def test_the_compacting_condition_never_undoes_a_condition_written_since_it_was_read(
+    op: KmockOperator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on a real API server (issue 40): a job applied with its table stepped while kopf made the
+    table Ready, and wrote Compacting back onto the conditions it had read before Ready (a merge patch
+    replaces a whole list), so Ready was gone and the job waited for a table that was Ready. The write
+    now lands only on the version it read; here another writer comes in between every first read."""
+    ready_table(op)
+    context = op.context
+    assert context is not None
+    path = f"{GROUP}/namespaces/{NS}/acidtables/orders/status"
+    running = [{"metadata": {"name": "compact"}, "spec": {"table": "orders"}, "status": {"phase": "Running"}}]
+    monkeypatch.setattr(context.kube, "list_jobs", lambda namespace: running)
+    read_table, reads = context.kube.read_table, []
+
+    def read_then_another_writer(namespace: str, name: str) -> dict[str, Any] | None:
+        found = read_table(namespace, name)
+        reads.append(found)
+        if len(reads) == 1:  # the mirror's timer, say, after this read and before the write
+            current = get(op, "acidtables", "orders")["status"]["conditions"]
+            behind = {"type": "Degraded", "status": "True", "reason": "MirrorBehind", "message": "behind",
+                      "lastTransitionTime": "2026-11-29T00:00:00Z"}  # fmt: skip
+            op.request(
+                "PATCH", path, {"status": {"conditions": [*[c for c in current if c["type"] != "Degraded"], behind]}}
+            )
+        return found
+
+    monkeypatch.setattr(context.kube, "read_table", read_then_another_writer)
+    driving.refresh_compacting(context, NS, "orders")
+    table = get(op, "acidtables", "orders")
+    assert condition(table, "Degraded")["reason"] == "MirrorBehind"  # type: ignore[index]
+    assert condition(table, "Ready")["status"] == "True"  # type: ignore[index]
+    assert condition(table, "Compacting")["status"] == "True"  # type: ignore[index]
+    assert len(reads) == 2  # the first write was refused (409) and the table read again
 
 
 def test_a_failed_driver_without_retries_fails_the_job_with_its_reason(op: KmockOperator) -> None:

@@ -17,8 +17,11 @@ finalizers honoured) plus:
 - Namespace objects (the built-in ones from the start), which kmock's own path parser cannot address;
 - a list's `kind` and `apiVersion` (`AcidTableList`), without which kubectl refuses the answer.
 
+A merge patch that names `metadata.resourceVersion` lands only on that version (409 Conflict otherwise),
+as the API server's optimistic concurrency; other writes always land.
+
 What it still does not do: schema validation and CEL rules (the CRD tests do), authentication and RBAC
-(it records, it does not refuse), optimistic concurrency, admission, garbage collection by owner
+(it records, it does not refuse), JSON Patch `test` operations, admission, garbage collection by owner
 references, and the kubelet (tests play it).
 """
 
@@ -253,7 +256,20 @@ class FakeKube(kmock.KubernetesEmulator):
                 request.data.setdefault("status", {"phase": "Pending"})
         elif request.resource is not None and method == "PATCH" and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
-            meta.pop("resourceVersion", None)  # no optimistic concurrency here: the write always lands
+            expected = meta.pop("resourceVersion", None)
+            key = (request.resource, request.namespace, request.name)
+            if expected is not None and key in self.objects:
+                # a merge patch naming a resourceVersion lands only on that version, as the API server's
+                stored = self.objects[key].get("metadata", {}).get("resourceVersion")
+                if str(expected) != str(stored):
+                    raise kmock.KubernetesError(
+                        status=409,
+                        reason="Conflict",
+                        message=f"Operation cannot be fulfilled on {request.resource.plural} "
+                        f'"{request.name}": the object has been modified; please apply your changes to the '
+                        "latest version and try again",
+                        details={},
+                    )
             meta["resourceVersion"] = str(next(self._versions))
             if request.data.get("spec") is not None:
                 # a spec change makes a new generation, as the API server counts it

@@ -264,14 +264,25 @@ class KubeClient:
             if exc.status != 404:  # the job is gone: nothing to show the status on
                 raise
 
-    def patch_table_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def patch_table_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> bool:
+        """Merge `status` into the AcidTable's; with `resource_version`, only if the resource is still at
+        that version. False when it is not (409: someone wrote in between) or is gone.
+
+        A list in a merge patch replaces the whole list, so a writer that read `conditions`, changed one
+        and patched them back would undo a condition another writer set in between (kopf's Ready, say);
+        the version makes that read-modify-write fail instead, for the caller to read again."""
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         try:
-            self._custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)}
-            )
+            self._custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, body)
         except self._errors as exc:
-            if exc.status != 404:  # the resource is gone: nothing to show the status on
-                raise
+            if exc.status in (404, 409):  # gone: nothing to show it on; 409: changed since it was read
+                return False
+            raise
+        return True
 
     def create_if_absent(self, manifest: Mapping[str, Any]) -> bool:
         """Create a ServiceAccount, Role or RoleBinding; False when one of that name exists (left as it is)."""

@@ -32,6 +32,8 @@ STALLED = "Stalled"
 #: true once the job has ended, whatever the outcome (Succeeded, Failed or Conflicted): what one
 #: `kubectl wait --for=condition=Finished` ends on, as a Kubernetes Job's Complete or Failed does
 FINISHED = "Finished"
+#: reads of an AcidTable that another writer keeps changing before its Compacting condition is set
+REFRESH_ATTEMPTS = 5
 
 
 def api_error(exc: BaseException) -> tuple[int | None, str]:
@@ -74,18 +76,27 @@ def running_jobs(jobs: Sequence[Mapping[str, Any]], table: str) -> list[str]:
 
 
 def refresh_compacting(context: OperatorContext, namespace: str, table: str) -> None:
-    """Set the AcidTable's Compacting condition from the jobs now in the namespace."""
-    resource = context.kube.read_table(namespace, table)
-    if resource is None:
-        return  # no AcidTable of that name: the job's own status says so
-    status = resource.get("status") or {}
-    updated = compacting_conditions(
-        status.get("conditions"),
-        running_jobs(context.kube.list_jobs(namespace), table),
-        resource["metadata"].get("generation"),
-    )
-    if updated is not None:
-        context.kube.patch_table_status(namespace, table, {"conditions": updated})
+    """Set the AcidTable's Compacting condition from the jobs now in the namespace. The conditions are
+    written back only onto the version they were read from (a job applied with its table steps while
+    the operator makes the table Ready: an unconditional write would take Ready away again), read
+    afresh when another writer came in between."""
+    for _ in range(REFRESH_ATTEMPTS):
+        resource = context.kube.read_table(namespace, table)
+        if resource is None:
+            return  # no AcidTable of that name: the job's own status says so
+        status = resource.get("status") or {}
+        updated = compacting_conditions(
+            status.get("conditions"),
+            running_jobs(context.kube.list_jobs(namespace), table),
+            resource["metadata"].get("generation"),
+        )
+        if updated is None:
+            return
+        version = resource["metadata"].get("resourceVersion")
+        if context.kube.patch_table_status(namespace, table, {"conditions": updated}, resource_version=version):
+            return
+    # the step fails and is run again (kopf's backoff), counted as a reconcile error
+    raise RuntimeError(f"AcidTable {namespace}/{table} kept changing while its Compacting condition was set")
 
 
 def table_state(context: OperatorContext, namespace: str, table: str) -> compactions.TableState:

@@ -6,6 +6,7 @@ run against the same etcd, so a noisy machine moves the absolute numbers more th
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -86,9 +87,17 @@ class Report:
     def write_json(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         stamp = self.started_at.replace(":", "").replace("-", "").split(".")[0]
-        path = directory / f"{self.suite}-{'quick-' if self.quick else ''}{stamp}.json"
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
-        return path
+        name = f"{self.suite}-{'quick-' if self.quick else ''}{stamp}"
+        path = directory / f"{name}.json"
+        # two runs started in the same second (side by side, as the memory runs go) keep both documents
+        for n in itertools.count(2):
+            try:
+                with path.open("x") as out:
+                    out.write(json.dumps(self.to_json(), indent=2) + "\n")
+                return path
+            except FileExistsError:
+                path = directory / f"{name}-{n}.json"
+        raise AssertionError("unreachable")
 
     def finish(self, results_dir: Path | None) -> Path | None:
         """Stamp the end of the run (time, load) and write the JSON if asked; every suite ends so."""

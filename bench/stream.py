@@ -24,7 +24,10 @@ compaction and catchup and is stopped before the memory runs, which start Spark 
   source, each in a Spark driver process of its own (bench/stream_memory.py). Goal: each process kind's
   resident memory after the last batch <= 1.2 x after 100. With BENCH_STREAM_MEMORY_COMPACT=1, a sink's
   table is compacted while it runs (CompactionLoop in this process's own Spark driver, as the operator's
-  jobs run beside a stream, not in it), so its live files stay few.
+  jobs run beside a stream, not in it), so its live files stay few. The roles parquet-sink and
+  parquet-source are the baselines (Spark's own Parquet file sink and file source, the same micro-batches),
+  reported with each acidtables role's JVM growth over its baseline's; BENCH_STREAM_MEMORY_ROLES picks
+  the roles (default: every one, one after the other).
 """
 
 from __future__ import annotations

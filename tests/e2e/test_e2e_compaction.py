@@ -117,8 +117,13 @@ def test_a_driver_whose_image_never_pulls_fails_the_job_instead_of_staying_pendi
     job = release.wait_for_condition("compactionjobs", "stuck", "Failed", timeout_seconds=JOB_SECONDS)
     assert job["status"]["phase"] == "Failed"
     assert "did not start within 30 s" in job["status"]["message"]
-    events = events_for(release.cluster, release.namespace, "stuck")
-    assert any(e["reason"] == "Failed" and e["involvedObject"]["kind"] == "CompactionJob" for e in events)
+
+    def failed_event() -> bool:
+        events = events_for(release.cluster, release.namespace, "stuck")
+        return any(e["reason"] == "Failed" and e["involvedObject"]["kind"] == "CompactionJob" for e in events)
+
+    # kopf posts Events from a queue of its own: the Event may come a moment after the status
+    eventually(failed_event, "a Failed Event on the job", release)
 
 
 def test_a_driver_pod_deleted_while_running_fails_the_attempt(release: Release) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.cluster import Release, skip_reason
 from tests.helpers.resources import SPEC, catalog_name, condition, events_for, eventually, get, table_resource
 
@@ -151,16 +150,6 @@ def test_deletion_honours_the_deletion_policy(release: Release, policy: str) -> 
         assert (left["exists"], left["data_files"]) == (False, 0)
 
 
-def scrape(release: Release) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """/metrics of an operator pod, through the API server's proxy to the chart's metrics Service."""
-    path = f"/api/v1/namespaces/{release.namespace}/services/{release.name}-acidtables-metrics:metrics/proxy/metrics"
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(release.cluster.text(path))
-        for sample in family.samples
-    }
-
-
 def test_metrics_scraped_through_the_service_count_a_writer_pods_commits_and_conflicts(release: Release) -> None:
     release.apply(table_resource("counted"))
     ready(release, "counted")
@@ -173,7 +162,7 @@ def test_metrics_scraped_through_the_service_count_a_writer_pods_commits_and_con
     labels = (("namespace", release.namespace.replace("-", "_")), ("table", "counted"))
 
     def counted() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
-        samples = scrape(release)
+        samples = release.metrics()
         aborts = ("acidtables_cluster_aborts_total", tuple(sorted((*labels, ("operation", "insert_into")))))
         version = ("acidtables_table_version", tuple(sorted(labels)))
         return samples if samples.get(aborts) == 1 and samples.get(version) == 3 else None

@@ -35,6 +35,13 @@ POD_USER = 185
 POD_TIMEOUT_SECONDS = 600.0
 #: settings the writer pods copy from the operator's container: how to reach etcd and the warehouse
 SHARED_ENV_PREFIXES = ("ACIDTABLES_ETCD_", "ACIDTABLES_WAREHOUSE", "ACIDTABLES_S3_ENDPOINT", "AWS_")
+#: the kinds a test applies (the examples hold them), by their plural
+APPLIED_KINDS = {
+    "AcidTable": "acidtables",
+    "CompactionJob": "compactionjobs",
+    "Deployment": "deployments",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+}
 
 
 def skip_reason() -> str | None:
@@ -87,8 +94,9 @@ class Cluster:
     def apply(self, namespace: str, resource: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply of one namespaced resource (`kubectl apply --server-side`, forced)."""
         group_version, kind = resource["apiVersion"], resource["kind"]
-        plural = {"AcidTable": "acidtables", "CompactionJob": "compactionjobs"}[kind]
-        path = f"/apis/{group_version}/namespaces/{namespace}/{plural}/{resource['metadata']['name']}"
+        plural = APPLIED_KINDS[kind]
+        root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        path = f"{root}/namespaces/{namespace}/{plural}/{resource['metadata']['name']}"
         query = "?fieldManager=acidtables-e2e&force=true"
         raw = self._call("PATCH", path + query, json.dumps(resource), "application/apply-patch+yaml")
         result: dict[str, Any] = json.loads(raw)
@@ -183,7 +191,7 @@ class Release:
 
     # --- writer and reader pods ------------------------------------------------------------------------
 
-    def _shared(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    def shared_settings(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """The operator container's etcd and warehouse settings, and the volumes they need."""
         template = self.cluster.request("GET", self.deployment_path)["spec"]["template"]["spec"]
         container = template["containers"][0]
@@ -195,7 +203,7 @@ class Release:
 
     def start(self, prefix: str, action: str, args: dict[str, Any] | None = None) -> str:
         """Start a pod of the image running e2e_pod.py's `action`; its name."""
-        env, volumes, mounts = self._shared()
+        env, volumes, mounts = self.shared_settings()
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         pod = {
             "apiVersion": "v1",
@@ -245,6 +253,18 @@ class Release:
 
     def run(self, prefix: str, action: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.result(self.start(prefix, action, args))
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """/metrics of an operator pod, through the API server's proxy to the chart's metrics Service:
+        each sample's value by its name and sorted labels."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        path = f"/api/v1/namespaces/{self.namespace}/services/{self.name}-acidtables-metrics:metrics/proxy/metrics"
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(self.cluster.text(path))
+            for sample in family.samples
+        }
 
     def uninstall(self) -> dict[str, Any]:
         return helm(self.helm_python, self.cluster.kubeconfig, "uninstall", self.name, self.namespace)

@@ -97,6 +97,39 @@ def read(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def account(args: dict[str, Any]) -> dict[str, Any]:
+    """What a stream wrote, in figures that fit a termination message: rows, distinct ids and their
+    range, the operations in the table's history, and the last micro-batch the stream whose checkpoint
+    is `checkpoint` (a path under the warehouse) committed: its application id is the query's id, kept
+    in the checkpoint."""
+    from pyspark.sql import functions as F
+
+    from acidtables.spark.stream_sink import query_id
+
+    _, table = _spark_table(args["table"])
+    found = table.read().agg(
+        F.count("*").alias("rows"),
+        F.countDistinct("id").alias("ids"),
+        F.min("id").alias("low"),
+        F.max("id").alias("high"),
+    )
+    row = found.collect()[0]
+    operations: dict[str, int] = {}
+    for entry in table.table.history():
+        operations[entry.operation.display] = operations.get(entry.operation.display, 0) + 1
+    snapshot = table.table.snapshot()
+    checkpoint = os.path.join(os.environ["ACIDTABLES_WAREHOUSE"], args["checkpoint"]) if "checkpoint" in args else ""
+    return {
+        "rows": row["rows"],
+        "distinct_ids": row["ids"],
+        "min_id": row["low"],
+        "max_id": row["high"],
+        "operations": operations,
+        "files": len(snapshot.files),
+        "stream_batch": snapshot.app_ids[query_id(checkpoint)][0] if checkpoint else None,
+    }
+
+
 def exists(args: dict[str, Any]) -> dict[str, Any]:
     """Whether the catalog has the table, and how many data files are left under `location` (if given)."""
     from acidtables.errors import TableNotFoundError
@@ -185,6 +218,7 @@ ACTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "create_table": create_table,
     "insert": insert,
     "read": read,
+    "account": account,
     "exists": exists,
     "hold_insert": hold_insert,
     "delete_when_compacting": delete_when_compacting,

@@ -175,6 +175,8 @@ def start(assets: Path, state: Path, *, timeout_seconds: float = 60.0, host: str
                     "--disable-admission-plugins=ServiceAccount",
                     "--service-cluster-ip-range=10.0.0.0/24",
                     "--endpoint-reconciler-type=none",
+                    # as kubeadm sets it: a node's logs and proxies by its address, not a host name to resolve
+                    "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
                     f"--audit-policy-file={state / 'audit-policy.yaml'}",
                     f"--audit-log-path={state / 'audit.log'}",
                 ],

@@ -19,6 +19,7 @@ executor pod, whose image's entrypoint would start the executor JVM) runs that J
 from __future__ import annotations
 
 import base64
+import contextlib
 import fnmatch
 import glob
 import os
@@ -99,8 +100,10 @@ class Kubelet:
                 self._kill(key, process)
 
     def _kill(self, key: str, process: subprocess.Popen[bytes]) -> None:
-        """Stop a pod's container at once (its process here)."""
-        process.kill()
+        """Stop a pod's container at once: its process and every process it started (a Spark driver's
+        JVM and Python workers), as a container's end takes all of them."""
+        with contextlib.suppress(ProcessLookupError):  # the group has already gone
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
     def log(self, pod: str) -> str:
@@ -121,11 +124,11 @@ class Kubelet:
         return [name for name, process in self.processes.items() if process.poll() is None]
 
     def pause(self, pod: str) -> None:
-        """SIGSTOP the pod's process (a node frozen mid-job); `resume` continues it."""
-        self.processes[pod].send_signal(signal.SIGSTOP)
+        """SIGSTOP the pod's processes (a node frozen mid-job); `resume` continues them."""
+        os.killpg(self.processes[pod].pid, signal.SIGSTOP)
 
     def resume(self, pod: str) -> None:
-        self.processes[pod].send_signal(signal.SIGCONT)
+        os.killpg(self.processes[pod].pid, signal.SIGCONT)
 
     def _ensure_node(self) -> None:
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
@@ -316,7 +319,10 @@ class Kubelet:
         self._started.add(key)
         self.started[key] = pod
         with (self.workdir / f"{key}.log").open("wb") as out:
-            self.processes[key] = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+            # a session of its own: the container's processes are one group, killed together
+            self.processes[key] = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self._status(
             pod,
             {

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from acidtables import Catalog
@@ -177,31 +177,21 @@ class Run:
         return Settings(etcd=EtcdSettings(self.endpoints, prefix=self.prefix), warehouse=self.warehouse)
 
 
+def _drained(stream: DataFrame, run: Run) -> StreamingQuery:
+    """A source's run: every micro-batch into the noop sink, until the source has no more."""
+    writer = stream.writeStream.format("noop").option("checkpointLocation", run.checkpoint)
+    return writer.trigger(availableNow=True).start()
+
+
 def _start(role: str, spark: SparkSession, catalog: Catalog, run: Run) -> StreamingQuery:
     options = source_options(run.settings())
     if role == "parquet-source":
-        files = sorted(Path(run.table).iterdir(), key=lambda f: (f.stat().st_mtime_ns, f.name))
-        return (
-            spark.readStream.schema(spark.read.parquet(str(files[0])).schema)
-            .option("maxFilesPerTrigger", 1)
-            .parquet(run.table)
-            .writeStream.format("noop")
-            .option("checkpointLocation", run.checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
+        any_file = str(next(Path(run.table).iterdir()))  # the file source needs the schema up front
+        reader = spark.readStream.schema(spark.read.parquet(any_file).schema)
+        return _drained(reader.option("maxFilesPerTrigger", 1).parquet(run.table), run)
     if role == "source":
-        return (
-            spark.readStream.format("acidtables")
-            .options(**options)
-            .option("maxFilesPerTrigger", 1)
-            .option("startingVersion", 0)
-            .load(run.table)
-            .writeStream.format("noop")
-            .option("checkpointLocation", run.checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
+        reader = spark.readStream.format("acidtables").options(**options)
+        return _drained(reader.option("maxFilesPerTrigger", 1).option("startingVersion", 0).load(run.table), run)
     # one day: one file, so one commit of one file, per micro-batch
     events = batched_events(spark, SINK_ROWS_PER_BATCH, days=1)
     if role == "table-sink":

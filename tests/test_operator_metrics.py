@@ -7,24 +7,18 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers import envtest
 from tests.helpers.operator_process import OperatorProcess
-from tests.helpers.resources import catalog_name, eventually, table_resource
+from tests.helpers.resources import SampleKey, catalog_name, eventually, metric_samples, table_resource
 from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Transaction
 from acidtables.errors import ConcurrentAppendException
 
 
-def scrape(port: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def scrape(port: str) -> dict[SampleKey, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-        text = answer.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+        return metric_samples(answer.read().decode())
 
 
 def test_counters_include_what_other_processes_did(

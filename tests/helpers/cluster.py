@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.helm import MISSING, helm, helm_python
-from tests.helpers.resources import GROUP, HasLog, condition, eventually
+from tests.helpers.resources import GROUP, HasLog, SampleKey, condition, eventually, metric_samples
 
 KUBECONFIG_VARIABLE = "ACIDTABLES_E2E_KUBECONFIG"
 IMAGE_VARIABLE = "ACIDTABLES_E2E_IMAGE"
@@ -254,17 +254,10 @@ class Release:
     def run(self, prefix: str, action: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         return self.result(self.start(prefix, action, args))
 
-    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        """/metrics of an operator pod, through the API server's proxy to the chart's metrics Service:
-        each sample's value by its name and sorted labels."""
-        from prometheus_client.parser import text_string_to_metric_families
-
+    def metrics(self) -> dict[SampleKey, float]:
+        """/metrics of an operator pod, through the API server's proxy to the chart's metrics Service."""
         path = f"/api/v1/namespaces/{self.namespace}/services/{self.name}-acidtables-metrics:metrics/proxy/metrics"
-        return {
-            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-            for family in text_string_to_metric_families(self.cluster.text(path))
-            for sample in family.samples
-        }
+        return metric_samples(self.cluster.text(path))
 
     def uninstall(self) -> dict[str, Any]:
         return helm(self.helm_python, self.cluster.kubeconfig, "uninstall", self.name, self.namespace)

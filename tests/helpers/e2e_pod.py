@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -114,9 +115,7 @@ def account(args: dict[str, Any]) -> dict[str, Any]:
         F.max("id").alias("high"),
     )
     row = found.collect()[0]
-    operations: dict[str, int] = {}
-    for entry in table.table.history():
-        operations[entry.operation.display] = operations.get(entry.operation.display, 0) + 1
+    operations = Counter(entry.operation.display for entry in table.table.history())
     snapshot = table.table.snapshot()
     checkpoint = os.path.join(os.environ["ACIDTABLES_WAREHOUSE"], args["checkpoint"]) if "checkpoint" in args else ""
     return {
@@ -124,7 +123,7 @@ def account(args: dict[str, Any]) -> dict[str, Any]:
         "distinct_ids": row["ids"],
         "min_id": row["low"],
         "max_id": row["high"],
-        "operations": operations,
+        "operations": dict(operations),
         "files": len(snapshot.files),
         "stream_batch": snapshot.app_ids[query_id(checkpoint)][0] if checkpoint else None,
     }

@@ -271,12 +271,10 @@ class FakeKube(kmock.KubernetesEmulator):
                         details={},
                     )
             meta["resourceVersion"] = str(next(self._versions))
-            if request.data.get("spec") is not None:
+            if request.data.get("spec") is not None and key in self.objects:
                 # a spec change makes a new generation, as the API server counts it
-                key = (request.resource, request.namespace, request.name)
-                if key in self.objects:
-                    current = self.objects[key].get("metadata", {}).get("generation", 1)
-                    meta["generation"] = int(current) + 1
+                current = self.objects[key].get("metadata", {}).get("generation", 1)
+                meta["generation"] = int(current) + 1
         return await super()._handle(request)
 
     def _as_merge_patch(self, request: Any) -> dict[str, Any]:

@@ -12,6 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+#: a Prometheus sample's key: its name and its labels, sorted
+SampleKey = tuple[str, tuple[tuple[str, str], ...]]
+
 GROUP = "/apis/acidtables.io/v1alpha1"
 #: the label the operator puts on the CompactionJobs it creates itself
 AUTOMATIC_LABEL = "acidtables.io/automatic"
@@ -110,3 +113,14 @@ def poll(
     raise AssertionError(
         f"{what} did not happen within {timeout_seconds:g} s (last: {last!r}); operator log:\n" + log()[-8000:]
     )
+
+
+def metric_samples(text: str) -> dict[SampleKey, float]:
+    """Every sample of a /metrics page, its value by its name and sorted labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }

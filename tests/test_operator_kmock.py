@@ -694,6 +694,29 @@ def check_automatic_compaction(op: KmockOperator) -> None:
     assert "3 small files in dt=a" in event_with(op, "auto", "AutoCompaction")["message"]
 
 
+def automatic_jobs(op: KmockOperator) -> list[dict[str, Any]]:
+    jobs = op.objects("acidtables.io/v1alpha1/compactionjobs", NS)
+    return [j for j in jobs if j["metadata"].get("labels", {}).get("acidtables.io/automatic") == "true"]
+
+
+@pytest.mark.parametrize("op", [{"autocompact_interval_seconds": 0.5, "autocompact_job_ttl_seconds": 1}], indirect=True)
+def test_a_finished_automatic_job_is_deleted_after_its_ttl(op: KmockOperator) -> None:
+    """A stream's table is compacted every few minutes for days: its automatic jobs must not pile up (a
+    real cluster gathered 25 finished ones in 48 minutes of examples/streaming-job.yaml)."""
+    check_automatic_compaction(op)
+    (job,) = automatic_jobs(op)
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    assert job["spec"]["ttlSecondsAfterFinished"] == 1
+    driver_pod(op, name)
+    play_kubelet(op, f"{name}-driver-1", "Succeeded", {"phase": "Succeeded", "message": "compacted 3 files"})
+    with_condition(op, "compactionjobs", name, "Succeeded")
+    # the table is still over its threshold (nothing really compacted), so a job of the same name may
+    # follow: the finished one is told by its uid
+    op.eventually(
+        lambda: uid not in {j["metadata"]["uid"] for j in automatic_jobs(op)}, "the finished job deleted", SECONDS
+    )
+
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "orders.yaml"
 
 

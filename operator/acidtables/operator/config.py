@@ -71,6 +71,9 @@ class OperatorConfig:
     autocompact_interval_seconds: float = 30.0
     #: the first wait after an automatic compaction lost a conflict; doubles per conflict in a row
     autocompact_backoff: timedelta = timedelta(minutes=1)
+    #: an automatic CompactionJob's ttlSecondsAfterFinished: a table compacted every few minutes for days
+    #: (a stream's) would otherwise gather thousands of finished jobs and their driver pods
+    autocompact_job_ttl_seconds: int = 3600
     #: how often the maintenance timer looks at each table (operator.maintenance decides what is due)
     maintenance_check_seconds: float = 60.0
     #: expire and vacuum of a table with spec.retention run this often (jittered per table)
@@ -120,6 +123,7 @@ class OperatorConfig:
             job_env=job_env,
             autocompact_interval_seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_INTERVAL_SECONDS") or 30),
             autocompact_backoff=timedelta(seconds=float(env.get("ACIDTABLES_AUTOCOMPACT_BACKOFF_SECONDS") or 60)),
+            autocompact_job_ttl_seconds=int(env.get("ACIDTABLES_AUTOCOMPACT_JOB_TTL_SECONDS") or 3600),
             maintenance_check_seconds=float(env.get("ACIDTABLES_MAINTENANCE_CHECK_SECONDS") or 60),
             maintenance_interval_seconds=float(env.get("ACIDTABLES_MAINTENANCE_INTERVAL_SECONDS") or 3600),
             archive_quiet_seconds=float(env.get("ACIDTABLES_ARCHIVE_QUIET_SECONDS") or 600),

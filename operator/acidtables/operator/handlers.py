@@ -270,6 +270,7 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
                 "type": choice.kind,
                 "targetFileBytes": thresholds.target_file_bytes,
                 **({"where": choice.where} if choice.where else {}),
+                "ttlSecondsAfterFinished": context.config.autocompact_job_ttl_seconds,
             },
         }
         if context.kube.create_job(job):

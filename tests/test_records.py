@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 
 import pytest
 
@@ -28,6 +30,10 @@ from acidtables.core.log.records import (
     Protocol,
     Scope,
     TableMetadata,
+    evolve,
+    seal_entry,
+    sealed_bytes,
+    unseal_entry,
 )
 from acidtables.core.schema.ddl import parse_schema
 
@@ -88,6 +94,72 @@ def test_commit_record_round_trips_through_json() -> None:
     assert back.adds[0].added_version == 3
     assert back == record.__class__(**{**record.__dict__, "adds": back.adds})
     assert back.adds[0].to_json() == record.adds[0].to_json()
+
+
+def _plain_record(**fields: object) -> CommitRecord:
+    return CommitRecord(
+        txn_id="x",
+        version=3,
+        read_version=2,
+        operation=Operation.INSERT_INTO,
+        op_class=OpClass.INS,
+        policy=Policy.DELTA,
+        isolation_level=IsolationLevel.WRITE_SERIALIZABLE,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_a_record_leaves_out_every_field_at_its_default() -> None:
+    record = _plain_record(adds=(DataFile("data/f.parquet", {"dt": "a"}, 1, 10),), blind_append=True)
+    assert record.to_json() == {
+        "format": 1,
+        "txn_id": "x",
+        "version": 3,
+        "read_version": 2,
+        "operation": "insert_into",
+        "op_class": "INS",
+        "policy": "delta",
+        "committed_at": 0,
+        "adds": [{"path": "data/f.parquet", "partition": {"dt": "a"}, "rows": 1, "size_bytes": 10}],
+        "isolation_level": "WriteSerializable",
+        "blind_append": True,
+    }
+    assert "scope" in _plain_record(scope=Scope(())).to_json()  # no partition at all is not the whole table
+    assert "multi_txn_id" in _plain_record(multi_txn_id="mtx-1", multi_txn_tables=("a.b", "a.c")).to_json()
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"version": 4, "committed_at": 7, "time_version": 8, "retries": 1, "commit_micros": 9},
+        {"multi_txn_id": "mtx-1", "multi_txn_tables": ("a.b", "a.c")},
+        {},
+    ],
+)
+def test_evolve_makes_the_record_replace_makes(changes: dict[str, object]) -> None:
+    record = _plain_record(app_ids={"s": 1}, user_metadata={"job": "j"})
+    evolved = evolve(record, **changes)
+    assert evolved == dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+    assert evolved is not record and record == _plain_record(app_ids={"s": 1}, user_metadata={"job": "j"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        evolved.version = 5  # type: ignore[misc]
+    file = DataFile("data/f.parquet", {"dt": "a"}, 1, 10)
+    assert evolve(file, added_version=3) == dataclasses.replace(file, added_version=3)
+
+
+def test_evolve_refuses_a_field_the_record_does_not_have() -> None:
+    with pytest.raises(TypeError, match="no field"):
+        evolve(_plain_record(), versoin=4)
+
+
+def test_a_sealed_entry_is_encoded_once_and_reads_back_as_seal_entry_wrote_it() -> None:
+    for entry in (_plain_record(scope=Scope(({"dt": "é"},))).to_json(), {"version": 1, "commit_file": "c.json"}, {}):
+        encoded = sealed_bytes(entry)
+        assert json.loads(encoded) == seal_entry(entry)
+        assert unseal_entry(json.loads(encoded)) == entry
+        assert encoded.isascii() and b" " not in encoded
+    with pytest.raises(ValueError, match="checksum"):
+        sealed_bytes(seal_entry({"version": 1}))
 
 
 def test_every_exception_class_of_the_package_is_under_the_one_root() -> None:

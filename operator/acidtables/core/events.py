@@ -7,6 +7,7 @@ operator. An observer that raises never affects the transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -36,11 +37,19 @@ class CommitEvent:
     backoff_seconds: float = 0.0
 
 
+@functools.lru_cache(maxsize=1024)
+def _split(table_name: str, kind: str) -> tuple[str, str]:
+    """`split_name`, remembered: it is a pure function of its arguments (a name it refuses raises, and
+    is never remembered), and every commit reports an event naming a table this process has named
+    before, which would otherwise be matched against the identifier pattern again each time."""
+    return split_name(table_name, method=kind)
+
+
 def commit_event(
     kind: str, table_name: str, *, table_id: str, operation: str, txn_id: str, **fields: Any
 ) -> CommitEvent:
     """The one place a CommitEvent is built: the committer's outcomes and an abort alike."""
-    namespace, table = split_name(table_name, method=kind)
+    namespace, table = _split(table_name, kind)
     return CommitEvent(
         kind=kind, namespace=namespace, table=table, table_id=table_id, operation=operation, txn_id=txn_id, **fields
     )

@@ -135,7 +135,8 @@ class MultiTableTransaction:
             self._infos = {}
             return {}
         try:
-            pending = [self._parts[name].pending_commit() for name in names]
+            tables = tuple(names)
+            pending = [self._parts[name].pending_commit(self.id, tables) for name in names]
         except BaseException:
             self.abort()  # a part's staged file went missing: that part is closed, the rest aborted
             raise

@@ -10,11 +10,9 @@ landed.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any, Protocol
 
 from acidtables.core import events
@@ -33,7 +31,7 @@ from acidtables.core.errors import (
     TableNotFoundError,
 )
 from acidtables.core.log.operations import IsolationLevel, Operation
-from acidtables.core.log.records import CommitInfo, CommitRecord, Head, seal_entry, to_datetime
+from acidtables.core.log.records import CommitInfo, CommitRecord, Head, evolve, sealed_bytes, to_datetime
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot, SnapshotBuilder
 from acidtables.core.mirror import mirror_formats, schedule_mirror
@@ -225,7 +223,7 @@ class TableCommitter:
 
     def attempt_record(self, attempt: int, now: int, time_version: int | None) -> CommitRecord:
         """The record this attempt writes: the (rebased) intent at the version after its base."""
-        return replace(
+        return evolve(
             self.intent,
             version=self.base_version + 1,
             committed_at=now,
@@ -306,7 +304,7 @@ class TableCommitter:
         """The encoded log entry: the record itself, or (when larger than `inline_max_bytes`, by default
         ACIDTABLES' inline limit) a pointer to an immutable commit file written first. Encoded once
         here; etcd gets these bytes."""
-        encoded = json.dumps(seal_entry(record.to_json()), separators=(",", ":")).encode()
+        encoded = sealed_bytes(record.to_json())
         limit = self.settings.inline_record_max_bytes if inline_max_bytes is None else inline_max_bytes
         if len(encoded) <= limit:
             return encoded
@@ -325,7 +323,7 @@ class TableCommitter:
             "operation": record.operation.value,
             "commit_file": path,
         }
-        return json.dumps(seal_entry(pointer), separators=(",", ":")).encode()
+        return sealed_bytes(pointer)
 
     def already_applied(self) -> CommitInfo | None:
         """D-27: a write whose (app id, version) the table already has is skipped as already applied."""

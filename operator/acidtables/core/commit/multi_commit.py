@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NoReturn
 
 from acidtables.core.commit.committer import Staged, TableCommitter, records_nothing, retry_delay, skip
@@ -29,7 +29,7 @@ from acidtables.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
 )
-from acidtables.core.log.records import CommitInfo, CommitRecord
+from acidtables.core.log.records import CommitInfo, CommitRecord, evolve
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import EtcdSettings
@@ -92,7 +92,9 @@ class _GroupCommitter:
         #: the version some of a part's reads saw, when older than its snapshot (Transaction.record_read)
         self.reads_since: dict[int, int | None] = {}
         for index, part in enumerate(parts):
-            intent = replace(part.intent, multi_txn_id=multi_txn_id, multi_txn_tables=tables)
+            intent = part.intent
+            if (intent.multi_txn_id, intent.multi_txn_tables) != (multi_txn_id, tables):
+                intent = evolve(intent, multi_txn_id=multi_txn_id, multi_txn_tables=tables)
             if records_nothing(intent):
                 self.infos[index] = skip(intent, part.staged, part.snapshot.version)
                 continue

@@ -535,15 +535,17 @@ class Transaction:
         partitions: dict[tuple[Any, ...], dict[str, Any]] = {}
         for f in [*self._adds.values(), *self._removes.values()]:
             partitions.setdefault(tuple(sorted(f.partition.items())), dict(f.partition))
-        for read in self.snapshot.find(list(self._reads.files)).values():
-            if read is not None:
-                partitions.setdefault(tuple(sorted(read.partition.items())), dict(read.partition))
+        if self._reads.files:
+            for read in self.snapshot.find(list(self._reads.files)).values():
+                if read is not None:
+                    partitions.setdefault(tuple(sorted(read.partition.items())), dict(read.partition))
         narrowed = [restrict_to_columns(p, frozenset(meta.partition_by)) for p in self._reads.predicates]
         predicate = None if not narrowed else (narrowed[0] if len(narrowed) == 1 else Or(tuple(narrowed)))
         return Scope(tuple(partitions.values()), predicate)
 
-    def intent(self) -> CommitRecord:
-        """The commit record this transaction would write now (before any rebase)."""
+    def intent(self, *, multi_txn_id: str | None = None, multi_txn_tables: tuple[str, ...] = ()) -> CommitRecord:
+        """The commit record this transaction would write now (before any rebase); as one part of the
+        multi-table transaction `multi_txn_id` over `multi_txn_tables` when given (pending_commit)."""
         meta = self.metadata
         blind = self.operation is Operation.INSERT_INTO and not self.reads_table and not self._removes
         op_class = classify(self.operation, meta.conflict_policy, read_table=self.reads_table)
@@ -569,6 +571,8 @@ class Transaction:
             protocol=self._new_protocol,
             user_metadata=self._user_metadata,
             metrics=dict(self._metrics),
+            multi_txn_id=multi_txn_id,
+            multi_txn_tables=multi_txn_tables,
         )
 
     # --- ending --------------------------------------------------------------------------------------
@@ -581,13 +585,14 @@ class Transaction:
             raise InvalidArgumentError(f"{self!r} is already part of multi-table transaction {self._group.id}")
         self._group = group
 
-    def pending_commit(self) -> PendingCommit:
-        """What the multi-table commit needs of this part, its staged files proved still present (a
-        missing one closes this transaction and raises, as commit() would)."""
+    def pending_commit(self, multi_txn_id: str, tables: tuple[str, ...]) -> PendingCommit:
+        """What the multi-table commit `multi_txn_id` over `tables` needs of this part, its staged files
+        proved still present (a missing one closes this transaction and raises, as commit() would). The
+        intent names the multi-table transaction from the start, so the commit need not copy it to."""
         self._check_open("commit")
         self._prove_adds_present()
         return PendingCommit(
-            self.intent(),
+            self.intent(multi_txn_id=multi_txn_id, multi_txn_tables=tables),
             self.snapshot,
             self.head_revision,
             _Staged(self),

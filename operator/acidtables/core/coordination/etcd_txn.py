@@ -2,9 +2,12 @@
 
 Every commit of a table sends the same shape: compare the head's mod revision; on success put the log
 entry, the head, the txn index (and the time index) and delete the in-flight key; on failure read the
-head and the next log entries. The keys' bytes and the failure branch's head read are made once per
-table here, and the protobuf request is assembled directly, instead of through pyetcd's op objects,
-which convert every key and value again on every call (21.5 µs against 12 µs per request, measured).
+head and the next log entries. The keys' bytes are made once per table here, and the protobuf request
+is assembled directly, instead of through pyetcd's op objects, which convert every key and value again
+on every call (21.5 µs against 12 µs per request, measured). Each operation is given to the request as
+a plain dict, which protobuf turns into the operation inside the request itself: building each
+operation as a message of its own first would have it copied into the request, twice for an operation
+inside a RequestOp (a two-table request: 133,000 instructions against 244,000, measured with callgrind).
 
 The request goes out through pyetcd's own error handling, so an unreachable member is marked failed
 and the next call fails over to another, exactly as for every other request.
@@ -38,7 +41,6 @@ class CommitRequests:
         self._txns = txns.encode()
         self._inflight = inflight.encode()
         self._times = times.encode()
-        self._read_head = etcdrpc.RequestOp(request_range=etcdrpc.RangeRequest(key=self.head_key))
 
     def parts(
         self,
@@ -53,29 +55,24 @@ class CommitRequests:
         time_version: int | None,
     ) -> tuple[Any, list[Any], list[Any]]:
         """This table's compare, its success operations and its failure reads (the head, then `window`
-        log entries after `read_after`, none when `window` is 0): a single commit's request is
-        `build_many` of this alone, a multi-table commit's of every table's."""
+        log entries after `read_after`, none when `window` is 0), each as the dict of its protobuf
+        fields: a single commit's request is `build_many` of this alone, a multi-table commit's of every
+        table's."""
         txn = txn_id.encode()
-        success = [
-            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._log + _pad(version), value=entry)),
-            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self.head_key, value=head)),
-            etcdrpc.RequestOp(request_put=etcdrpc.PutRequest(key=self._txns + txn, value=b"%d" % version)),
+        success: list[dict[str, Any]] = [
+            {"request_put": {"key": self._log + _pad(version), "value": entry}},
+            {"request_put": {"key": self.head_key, "value": head}},
+            {"request_put": {"key": self._txns + txn, "value": b"%d" % version}},
             # the transaction is no longer in flight the moment it commits: same round trip
-            etcdrpc.RequestOp(request_delete_range=etcdrpc.DeleteRangeRequest(key=self._inflight + txn)),
+            {"request_delete_range": {"key": self._inflight + txn}},
         ]
         if time_version is not None:
-            success.append(
-                etcdrpc.RequestOp(
-                    request_put=etcdrpc.PutRequest(key=self._times + _pad(time_version), value=b"%d" % version)
-                )
-            )
-        failure = [self._read_head]
+            success.append({"request_put": {"key": self._times + _pad(time_version), "value": b"%d" % version}})
+        failure: list[dict[str, Any]] = [{"request_range": {"key": self.head_key}}]
         if window > 0:
-            log_after = etcdrpc.RangeRequest(
-                key=self._log + _pad(read_after + 1), range_end=self._log + _pad(read_after + window + 1)
-            )
-            failure.append(etcdrpc.RequestOp(request_range=log_after))
-        compare = etcdrpc.Compare(result=_EQUAL, target=_MOD, key=self.head_key, mod_revision=expected_head_revision)
+            first, end = self._log + _pad(read_after + 1), self._log + _pad(read_after + window + 1)
+            failure.append({"request_range": {"key": first, "range_end": end}})
+        compare = {"result": _EQUAL, "target": _MOD, "key": self.head_key, "mod_revision": expected_head_revision}
         return compare, success, failure
 
 

@@ -9,10 +9,15 @@ from typing import Any
 from acidtables.core.coordination.keys import pad
 from acidtables.core.errors import CorruptMetadataError
 
+#: the encoder of `dumps`, made once: json.dumps builds a new one on every call that passes options, which
+#: a commit would pay for its head (the storage layer has its own, `canonical_json`: the two packages are
+#: side by side, neither imports the other)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
 
 def dumps(data: Any) -> bytes:
     """A value as acidtables writes it: compact JSON with sorted keys."""
-    return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+    return _ENCODER.encode(data).encode()
 
 
 def json_object(value: bytes, key: str) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from acidtables.core.expressions import ColumnBounds, Expr, might_match, restrict_to_columns
 from acidtables.core.log.file_set import FileSet
 from acidtables.core.log.file_totals import FileTotals, PartitionTotals
-from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata
+from acidtables.core.log.records import CommitRecord, DataFile, Protocol, TableMetadata, evolve
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,8 @@ class SnapshotBuilder:
         if record.version != self.version + 1:
             raise ValueError(f"log entry {record.version} does not follow version {self.version}: the log has a gap")
         # the version that added a file orders merge-on-read rows; a staged record has none yet
-        adds = (
-            f if f.added_version == record.version else replace(f, added_version=record.version) for f in record.adds
-        )
+        version = record.version
+        adds = (f if f.added_version == version else evolve(f, added_version=version) for f in record.adds)
         self.files = self.files.changed(adds, (f.path for f in record.removes))
         if record.metadata is not None:
             self.metadata = record.metadata

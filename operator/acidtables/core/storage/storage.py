@@ -50,10 +50,21 @@ STAGING_LEVELS = (STAGING_PREFIX.rstrip("="), WRITE_PREFIX.rstrip("="))
 _FOOTERS_KEPT = 4096
 
 
+#: `json.dumps(x, sort_keys=True, separators=(",", ":"))` made once: json.dumps builds a new encoder on
+#: every call that passes options, which the commit path would pay for each record and head it encodes
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def canonical_json(content: Any) -> bytes:
+    """A JSON document in its one canonical spelling (sorted keys, no spaces, ASCII): what checksums are
+    taken over and what acidtables writes to etcd."""
+    return _CANONICAL.encode(content).encode()
+
+
 def content_checksum(content: Any) -> str:
     """SHA-256 of a JSON document's content in one canonical spelling: what checkpoints and archive
     segments carry, so a torn or edited file is recognised instead of trusted."""
-    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
 def txn_of_staging_dir(name: str) -> str | None:

@@ -35,7 +35,7 @@ from tests.test_maxcompute_matrices import (
 
 from acidtables import Catalog, MultiTableTransaction, Table, Transaction
 from acidtables.core import events
-from acidtables.core.commit.multi_commit import max_tables
+from acidtables.core.commit.multi_commit import commit_together, max_tables
 from acidtables.core.coordination.embedded import EmbeddedEtcd
 from acidtables.core.coordination.failures import CommitAnswerLost
 from acidtables.core.settings import CommitSettings, EtcdSettings, Settings
@@ -392,6 +392,20 @@ def test_an_empty_multi_table_transaction_commits_nothing(catalog: Catalog) -> N
     with catalog.transaction() as group:
         pass
     assert group.state == "committed" and group.committed == {}
+
+
+def test_a_part_prepared_for_another_multi_table_transaction_is_refused(catalog: Catalog) -> None:
+    """commit_together writes each part's intent as it is: one prepared for another group would name the
+    wrong transaction in its table's history, so it is refused before anything is sent."""
+    table = _table(catalog, "s.t0", "delta")
+    tx = table.begin("insert_into")
+    _append(tx, "x")
+    part = tx.pending_commit("mtx-other", (table.name,))
+    with pytest.raises(
+        InvalidArgumentError, match=r"part 0 of multi-table transaction mtx-mine .* prepared for mtx-other"
+    ):
+        commit_together(catalog.services, [part], multi_txn_id="mtx-mine")
+    assert table.version == 0
 
 
 # --- limits --------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from acidtables.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
 )
-from acidtables.core.log.records import CommitInfo, CommitRecord, evolve
+from acidtables.core.log.records import CommitInfo, CommitRecord
 from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.settings import EtcdSettings
@@ -94,7 +94,12 @@ class _GroupCommitter:
         for index, part in enumerate(parts):
             intent = part.intent
             if (intent.multi_txn_id, intent.multi_txn_tables) != (multi_txn_id, tables):
-                intent = evolve(intent, multi_txn_id=multi_txn_id, multi_txn_tables=tables)
+                # Transaction.pending_commit names the group in the intent; a part made for another group
+                # would write a history that names the wrong transaction
+                raise InvalidArgumentError(
+                    f"part {index} of multi-table transaction {multi_txn_id} over {', '.join(tables)} was prepared "
+                    f"for {intent.multi_txn_id} over {', '.join(intent.multi_txn_tables)}; nothing was committed"
+                )
             if records_nothing(intent):
                 self.infos[index] = skip(intent, part.staged, part.snapshot.version)
                 continue

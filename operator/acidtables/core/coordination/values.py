@@ -6,18 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from acidtables.core.canonical import canonical_json
 from acidtables.core.coordination.keys import pad
 from acidtables.core.errors import CorruptMetadataError
 
-#: the encoder of `dumps`, made once: json.dumps builds a new one on every call that passes options, which
-#: a commit would pay for its head (the storage layer has its own, `canonical_json`: the two packages are
-#: side by side, neither imports the other)
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-
 
 def dumps(data: Any) -> bytes:
-    """A value as acidtables writes it: compact JSON with sorted keys."""
-    return _ENCODER.encode(data).encode()
+    """A value as acidtables writes it to etcd: its canonical JSON (core.canonical)."""
+    return canonical_json(data)
 
 
 def json_object(value: bytes, key: str) -> dict[str, Any]:

@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from acidtables.core.canonical import canonical_json
 from acidtables.core.expressions import ColumnBounds, Expr, Literal, expr_from_json
 from acidtables.core.log.operations import IsolationLevel, OpClass, Operation, Policy
-from acidtables.core.storage.storage import canonical_json, content_checksum
+from acidtables.core.storage.storage import content_checksum
 
 FORMAT_VERSION = 1
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from acidtables.core.canonical import canonical_json
 from acidtables.core.errors import InvalidArgumentError
 
 METADATA_DIR = "_acidtables"
@@ -48,17 +49,6 @@ STAGING_LEVELS = (STAGING_PREFIX.rstrip("="), WRITE_PREFIX.rstrip("="))
 #: at most this many footers kept between a staged file's description and its proof (parquet_footer):
 #: a write of more files reads the oldest ones' footers a second time at their proof
 _FOOTERS_KEPT = 4096
-
-
-#: `json.dumps(x, sort_keys=True, separators=(",", ":"))` made once: json.dumps builds a new encoder on
-#: every call that passes options, which the commit path would pay for each record and head it encodes
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-
-
-def canonical_json(content: Any) -> bytes:
-    """A JSON document in its one canonical spelling (sorted keys, no spaces, ASCII): what checksums are
-    taken over and what acidtables writes to etcd."""
-    return _CANONICAL.encode(content).encode()
 
 
 def content_checksum(content: Any) -> str:

@@ -4,14 +4,18 @@ build, and it still fails over between etcd members as every other request does.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pyetcd
 import pytest
 from pyetcd import transactions as ops
+from tests.helpers.tables import staged_parquet
 
+from acidtables import Catalog, Table, Transaction
 from acidtables.core.coordination.connection import MEMBER_RETRY_SECONDS
 from acidtables.core.coordination.embedded import EmbeddedEtcd, free_port
 from acidtables.core.coordination.etcd_txn import CommitRequests, build_many, send
+from acidtables.core.coordination.tables import Tables
 
 PREFIX = "/p/tables/0123abcd/"
 
@@ -108,3 +112,75 @@ def test_the_commit_request_marks_a_dead_member_failed_and_the_next_one_uses_a_l
         assert value == b"1"
     finally:
         client.close()
+
+
+# --- the in-flight delete: only when a registration may exist ------------------------------------------
+
+
+def _commit_requests_of(catalog: Catalog, monkeypatch: pytest.MonkeyPatch, during: Any = None) -> list[Any]:
+    """Every commit transaction the catalog sends from now on; `during` runs just before each goes out
+    (what another thread of the process, the registrar, may do at that moment)."""
+    sent: list[Any] = []
+    send_commit = Tables._send_commit
+
+    def spy(self: Tables, client: Any, request: Any) -> Any:
+        sent.append(request)
+        if during is not None:
+            during()
+        return send_commit(self, client, request)
+
+    monkeypatch.setattr(Tables, "_send_commit", spy)
+    return sent
+
+
+def _deletes(request: Any) -> list[bytes]:
+    return [op.request_delete_range.key for op in request.success if op.WhichOneof("request") == "request_delete_range"]
+
+
+def _one_file_insert(catalog: Catalog, name: str) -> tuple[Table, Transaction]:
+    table = catalog.create_table(name, schema="id BIGINT, dt STRING", partition_by=["dt"])
+    tx = table.begin("insert_into")
+    tx.add_files([staged_parquet(tx, {"dt": "a"})])
+    return table, tx
+
+
+def test_a_transaction_never_registered_spares_etcd_the_in_flight_delete_and_is_never_registered_after(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, tx = _one_file_insert(catalog, "s.short")
+    # the registrar's turn comes while the commit is on its way: it must not register the transaction,
+    # since the commit transaction no longer deletes a registration
+    sent = _commit_requests_of(catalog, monkeypatch, during=tx.register_in_flight)
+    tx.commit()
+    assert [_deletes(r) for r in sent] == [[]]
+    assert [op.WhichOneof("request") for op in sent[0].success] == ["request_put"] * 4
+    assert table.in_flight() == [] and table.version == 1
+
+
+def test_a_registered_transaction_has_its_registration_deleted_by_its_commit(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, tx = _one_file_insert(catalog, "s.long")
+    tx.register_in_flight()
+    assert [r.txn_id for r in table.in_flight()] == [tx.txn_id]
+    sent = _commit_requests_of(catalog, monkeypatch)
+    tx.commit()
+    assert [len(_deletes(r)) for r in sent] == [1]
+    assert _deletes(sent[0])[0].decode().endswith(f"/inflight/{tx.txn_id}")
+    assert table.in_flight() == []
+
+
+def test_a_transaction_resumed_from_another_process_deletes_the_registration_made_there(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = catalog.create_table("s.resumed", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    begun = table.begin("insert_into")  # as a Spark driver does; its executor commits
+    begun.register_in_flight()
+    resumed = table.resume(
+        begun.txn_id, "insert_into", read_version=begun.read_version, head_revision=begun.head_revision
+    )
+    resumed.add_files([staged_parquet(resumed, {"dt": "a"})])
+    sent = _commit_requests_of(catalog, monkeypatch)
+    resumed.commit()
+    assert [len(_deletes(r)) for r in sent] == [1]
+    assert table.in_flight() == [] and table.version == 1

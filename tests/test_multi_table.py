@@ -437,23 +437,24 @@ def test_the_table_limit_is_checked_before_anything_is_staged(
 def test_the_default_limit_fits_etcds_default_and_one_more_table_is_refused_by_etcd_itself(
     etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
 ) -> None:
-    # the embedded etcd runs with --max-txn-ops 128 (its default): 25 tables (5 operations each) fit;
-    # a setting that claims more lets 26 through to etcd, which refuses the request, and nothing lands
+    # the embedded etcd runs with --max-txn-ops 128 (its default): 25 tables (5 operations each at most)
+    # fit; a setting that claims more lets 33 through to etcd, 132 operations even with no in-flight
+    # registration to delete (4 each), which etcd refuses, and nothing lands
     with _catalog(etcd_server, etcd_prefix, tmp_path) as catalog:
         assert catalog.transaction().max_tables == 25
-        tables = [_table(catalog, f"s.t{i}", "delta") for i in range(26)]
+        tables = [_table(catalog, f"s.t{i}", "delta") for i in range(33)]
         with catalog.transaction() as group:
             for table in tables[:25]:
                 _append(group.begin(table.name, "insert_into"), "x")
-        assert [t.version for t in tables] == [1] * 25 + [0]
-    with _catalog(etcd_server, etcd_prefix, tmp_path, max_txn_ops=130) as catalog:
+        assert [t.version for t in tables] == [1] * 25 + [0] * 8
+    with _catalog(etcd_server, etcd_prefix, tmp_path, max_txn_ops=165) as catalog:
         group = catalog.transaction()
         parts = [group.begin(t.name, "insert_into") for t in tables]
         for part in parts:
             _append(part, "y")
-        with pytest.raises(CoordinatorRefused, match=r"too many operations.*ACIDTABLES_ETCD_MAX_TXN_OPS=130"):
+        with pytest.raises(CoordinatorRefused, match=r"too many operations.*ACIDTABLES_ETCD_MAX_TXN_OPS=165"):
             group.commit()
-        assert [catalog.table(t.name).version for t in tables] == [1] * 25 + [0]
+        assert [catalog.table(t.name).version for t in tables] == [1] * 25 + [0] * 8
         assert all(not os.path.exists(p.staging_dir) for p in parts)
 
 

@@ -48,6 +48,11 @@ class Staged(Protocol):
 
     def release(self) -> None: ...
 
+    def stop_registering(self) -> bool:
+        """No in-flight registration is made for the transaction from now on. True when one may exist
+        (made already, or by the process that began the transaction): the commit then deletes it."""
+        ...
+
 
 def commit(
     services: Services,
@@ -140,6 +145,9 @@ class TableCommitter:
         self.expected_revision = expected_revision
         #: winning commits we were rebased onto, in log order; with our record they rebuild the new head
         self.winners: list[CommitRecord] = []
+        #: whether the commit transaction must delete an in-flight registration: a short transaction has
+        #: none, and from here on none is made, so most commits spare etcd that operation
+        self.unregister = staged.stop_registering()
 
     # --- events --------------------------------------------------------------------------------------
 
@@ -245,6 +253,7 @@ class TableCommitter:
             head=head.to_json(),
             txn_id=self.txn_id,
             time_version=time_version,
+            unregister=self.unregister,
         )
 
     def judge_commits_the_reads_missed(self, since: int) -> None:

@@ -85,6 +85,9 @@ class _Staged:
     def release(self) -> None:
         self._transaction._forget_inflight()
 
+    def stop_registering(self) -> bool:
+        return self._transaction._stop_registering()
+
 
 class Transaction:
     """One job on one table. Create it with `Table.begin(operation)`."""
@@ -745,6 +748,16 @@ class Transaction:
                 self.txn_id,
                 exc,
             )
+
+    def _stop_registering(self) -> bool:
+        """The commit is under way: the registrar makes no registration from now on. True when one may
+        exist: this process made it, or the transaction was begun in another process, which registers
+        it there (the commit transaction deletes it either way)."""
+        with self._in_flight_lock:
+            if self._in_flight == "pending":
+                self._in_flight = "closed"
+                return False
+            return self._in_flight == "registered" or self._registered is None
 
     def _forget_inflight(self) -> None:
         """The transaction ended without committing: no registration may stay behind (the registrar

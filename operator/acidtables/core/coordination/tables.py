@@ -44,7 +44,7 @@ class HeadState:
 class CasRequest:
     """One table's part of a commit: compare its head's mod revision, write `version` (`entry`, the
     encoded log entry) and the new `head`; `read_after` is where the log read back on a lost compare
-    starts."""
+    starts; `unregister`: delete the transaction's in-flight registration, which may exist."""
 
     table_id: str
     expected_head_revision: int
@@ -54,6 +54,7 @@ class CasRequest:
     head: dict[str, Any]
     txn_id: str
     time_version: int | None
+    unregister: bool = True
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,7 @@ class Tables(Connection):
             head=dumps(r.head),
             txn_id=r.txn_id,
             time_version=r.time_version,
+            unregister=r.unregister,
         )
 
     def compare_and_swap_many(self, requests: Sequence[CasRequest]) -> list[CasResult]:

@@ -539,6 +539,40 @@ def test_abort_deletes_staged_files_and_the_inflight_registration(
     assert table.version == 0
 
 
+def test_aborting_a_resumed_transaction_deletes_its_files_only_when_it_did_not_land(
+    proxy: HoldingProxy, spec: CatalogSpec, table: Table
+) -> None:
+    """A transaction begun in one process may be committed by a handle of it in another (Table.resume,
+    as Spark's workers do), and abort() may come after that commit landed (Spark aborts a write whose
+    commit raised, and a lost answer may have landed): the landed files are the table's and stay; a
+    transaction that did not land loses its staged files; when etcd cannot say, they stay for cleanup."""
+    landed, did_not, unknown = (table.begin("insert_into") for _ in range(3))
+    files = {tx.txn_id: write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"}) for tx in (landed, did_not, unknown)}
+    for tx in (landed, did_not, unknown):
+        tx.add_files([files[tx.txn_id]])
+    landed.commit()
+
+    table.resume(landed.txn_id, "insert_into", read_version=0, head_revision=0).abort()
+    table.resume(did_not.txn_id, "insert_into", read_version=0, head_revision=0).abort()
+
+    assert os.path.isfile(files[landed.txn_id].path)
+    assert list(table.snapshot().files_by_path) == [_relative(table, files[landed.txn_id].path)]
+    assert not os.path.exists(did_not.staging_dir)
+
+    through_proxy = CatalogSpec(proxy.endpoint, spec.prefix, spec.warehouse).open(
+        request_timeout_seconds=1, unavailable_timeout_seconds=2
+    )
+    try:
+        resumed = through_proxy.table(table.name).resume(unknown.txn_id, "insert_into", read_version=0, head_revision=0)
+        proxy.arm()  # etcd's answers stop coming: whether it landed cannot be known
+        resumed.abort()
+    finally:
+        proxy.disarm()
+        through_proxy.close()
+    assert os.path.isfile(files[unknown.txn_id].path)  # cleanup, which reads the log, removes them later
+    assert table.version == 1
+
+
 @pytest.mark.parametrize("method", ["commit", "add_files", "remove_files", "scan", "record_read"])
 def test_transaction_used_after_commit_raises_transaction_closed(method: str, table: Table) -> None:
     tx = table.begin("insert_into")

@@ -23,7 +23,6 @@ from acidtables.core import InvalidArgumentError, Operation, TableNotFoundError
 from acidtables.spark import SparkTable, use_catalog
 from acidtables.spark.arrow_files import write_rows
 from acidtables.spark.change_feed import CommitChange, change_rows
-from acidtables.spark.stream_sink import abort_unless_landed
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -290,8 +289,8 @@ def test_an_abort_after_a_commit_that_landed_keeps_its_files(catalog: Catalog) -
     for tx in (landed, lost):
         tx.add_files([staged_parquet(tx)])
     info = landed.commit()
-    abort_unless_landed(table, table.resume(landed.txn_id, "insert_into", read_version=0, head_revision=0))
-    abort_unless_landed(table, table.resume(lost.txn_id, "insert_into", read_version=0, head_revision=0))
+    table.resume(landed.txn_id, "insert_into", read_version=0, head_revision=0).abort()
+    table.resume(lost.txn_id, "insert_into", read_version=0, head_revision=0).abort()
     assert table.find_commit(landed.txn_id) == info.version
     assert all(Path(table.storage.absolute(f.path)).exists() for f in table.snapshot().files)
     assert not Path(lost.staging_dir).exists()

@@ -64,7 +64,7 @@ from .pushed_filters import pushed_predicate
 from .schema import change_feed_struct, check_schema, read_struct
 from .source_catalog import catalog_from_options, kept_catalog, user_facing
 from .source_options import parse_options
-from .stream_sink import AcidTablesStreamWriter, abort_unless_landed, stage_batches
+from .stream_sink import AcidTablesStreamWriter, stage_batches
 from .writes import replace_all
 
 FORMAT = "acidtables"
@@ -332,4 +332,4 @@ class AcidTablesWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         with catalog_from_options(parse_options(self.state.options, "write"), self.state.session_settings) as catalog:
-            abort_unless_landed(catalog.table(self.state.table), self._transaction(catalog))
+            self._transaction(catalog).abort()  # resumed: one that landed after all keeps its files

@@ -255,28 +255,13 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
         """Remove what the batch's tasks staged, unless its commit landed after all (Spark aborts when
         commit raised, and a commit whose answer was lost may have landed: its files are the table's)."""
         for transaction in {StreamTransaction(**m.transaction) for m in messages if isinstance(m, StagedBatch)}:
-            abort_unless_landed(table, transaction.resume(table))
-
-
-def abort_unless_landed(table: Table, tx: Transaction) -> None:
-    """Abort a transaction resumed in another worker only when the log says it did not land; when etcd
-    cannot say, leave its files to cleanup, which checks the log before it deletes anything."""
-    try:
-        landed = table.find_commit(tx.txn_id)
-    except AcidTablesError as exc:
-        logger.warning(
-            "%s: txn %s may have landed (%s); its staged files are left to cleanup", table.name, tx.txn_id, exc
-        )
-        return
-    if landed is None:
-        tx.abort()
+            transaction.resume(table).abort()  # a resumed transaction that landed keeps its files
 
 
 __all__ = [
     "AcidTablesStreamWriter",
     "StagedBatch",
     "StreamTransaction",
-    "abort_unless_landed",
     "query_id",
     "stage_batches",
 ]

@@ -383,7 +383,9 @@ class Table:
         """Rebuild a transaction begun in another process, from what `begin` returned there.
 
         Spark's Python data sources plan, write and commit in different Python workers, so the
-        transaction travels between them as (txn id, operation, read version, head revision).
+        transaction travels between them as (txn id, operation, read version, head revision). Any handle
+        may commit it; `abort()` of a resumed handle first asks the log, and leaves the files of a
+        commit that landed (or that etcd cannot rule out) where they are.
         """
         op = Operation.parse(operation, method="resume")
         snapshot = self._services.snapshots.load(self.table_id, self.location, read_version)

@@ -23,6 +23,7 @@ from acidtables.core.commit.file_checks import prove_new_file, prove_re_added_fi
 from acidtables.core.commit.multi_commit import PendingCommit
 from acidtables.core.commit.presence import find_missing, listed
 from acidtables.core.errors import (
+    AcidTablesError,
     CorruptMetadataError,
     DataFilesMissingError,
     InvalidArgumentError,
@@ -702,7 +703,9 @@ class Transaction:
 
     def abort(self) -> None:
         """Give up: nothing becomes visible and the staged files are deleted. Idempotent. A part of a
-        multi-table transaction aborts the whole of it."""
+        multi-table transaction aborts the whole of it. A transaction resumed from another process
+        (`Table.resume`) may have been committed by another handle of it: its files are then the
+        table's, and abort leaves them (as when etcd cannot say; cleanup checks the log first)."""
         if self._closed:
             return
         if self._group is not None:
@@ -715,6 +718,8 @@ class Transaction:
         if self._closed:
             return
         self._closed = True
+        if self._registered is None and self._may_have_landed():
+            return
         self.discard_staged(keep=())
         self._forget_inflight()
         self._services.report(
@@ -726,6 +731,30 @@ class Transaction:
                 txn_id=self.txn_id,
             )
         )
+
+    def _may_have_landed(self) -> bool:
+        """Whether the log has this transaction's commit, or etcd cannot say. Asked only of a transaction
+        begun in another process: any handle of it may commit it there (Spark aborts a write whose commit
+        raised, and a commit whose answer was lost may have landed), and its staged files are then the
+        table's data files."""
+        try:
+            landed = self._services.log(self.metadata.table_id, self.metadata.location).find_txn(self.txn_id)
+        except AcidTablesError as exc:
+            logger.warning(
+                "%s: txn %s may have landed (%s); abort leaves its staged files to cleanup, which checks the log",
+                self.table_name,
+                self.txn_id,
+                exc,
+            )
+            return True
+        if landed is not None:
+            logger.info(
+                "%s: txn %s was committed as version %d; abort leaves its files, which are the table's",
+                self.table_name,
+                self.txn_id,
+                landed,
+            )
+        return landed is not None
 
     def discard_staged(self, keep: Iterable[str]) -> None:
         """Delete this transaction's staged files except `keep`; failures are warnings (after the commit

@@ -540,12 +540,14 @@ def test_abort_deletes_staged_files_and_the_inflight_registration(
 
 
 def test_aborting_a_resumed_transaction_deletes_its_files_only_when_it_did_not_land(
-    proxy: HoldingProxy, spec: CatalogSpec, table: Table
+    proxy: HoldingProxy, spec: CatalogSpec, catalog: Catalog, table: Table
 ) -> None:
     """A transaction begun in one process may be committed by a handle of it in another (Table.resume,
     as Spark's workers do), and abort() may come after that commit landed (Spark aborts a write whose
     commit raised, and a lost answer may have landed): the landed files are the table's and stay; a
     transaction that did not land loses its staged files; when etcd cannot say, they stay for cleanup."""
+    other = catalog.create_table("ns.other", schema=SCHEMA, partition_by=["dt"])
+    _, other_file = _commit_one(other)
     landed, did_not, unknown = (table.begin("insert_into") for _ in range(3))
     files = {tx.txn_id: write_part(tx.staging_dir, "part-0.parquet", {"dt": "a"}) for tx in (landed, did_not, unknown)}
     for tx in (landed, did_not, unknown):
@@ -571,6 +573,7 @@ def test_aborting_a_resumed_transaction_deletes_its_files_only_when_it_did_not_l
         through_proxy.close()
     assert os.path.isfile(files[unknown.txn_id].path)  # cleanup, which reads the log, removes them later
     assert table.version == 1
+    assert os.path.isfile(other.storage.absolute(other_file)) and other.version == 1  # another table's files
 
 
 @pytest.mark.parametrize("method", ["commit", "add_files", "remove_files", "scan", "record_read"])

@@ -665,10 +665,88 @@ def test_a_lost_answer_etcd_does_not_answer_about_leaves_the_outcome_unknown_and
     assert group.state == "of unknown outcome"
     assert all(os.path.isdir(p.staging_dir) for p in parts), "the staged files of a commit that may have landed"
     monkeypatch.undo()
-    # once etcd answers, any part's table says what happened to all of them
-    assert caught.value.txn_id == parts[0].txn_id
-    assert a.find_commit(parts[0].txn_id) == 1 and b.find_commit(parts[1].txn_id) == 1
+    # the error names every table's own txn id and the group: once etcd answers, any part's table says
+    # what happened to all of them
+    unknown = caught.value
+    assert unknown.txn_id == parts[0].txn_id
+    assert unknown.txn_ids == {a.name: parts[0].txn_id, b.name: parts[1].txn_id}
+    assert unknown.multi_txn_id == group.id and group.id in str(unknown) and parts[1].txn_id in str(unknown)
+    assert a.find_commit(unknown.txn_ids[a.name]) == 1 and b.find_commit(unknown.txn_ids[b.name]) == 1
     assert_invariants(a)
+
+
+def test_a_request_etcd_applies_late_is_found_by_a_later_lookup_and_the_commit_stands(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer is lost while the request is still in raft; the parts are looked up one after another and
+    etcd applies it between the two lookups: one found part means every part landed (the others are
+    looked up again), never damage, and no staged file of the landed commit is deleted."""
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
+    coordinator = catalog.services.coordinator
+    real_many, real_find = coordinator.compare_and_swap_many, coordinator.find_txn
+    held: list[Any] = []
+    lookups: list[int | None] = []
+
+    def answer_lost(requests: Any) -> Any:
+        if held:
+            return real_many(requests)
+        held.append(requests)
+        raise CommitAnswerLost("deadline exceeded")
+
+    def find_txn(table_id: str, txn_id: str) -> int | None:
+        found = real_find(table_id, txn_id)
+        lookups.append(found)
+        if len(lookups) == 1:
+            real_many(held[0])  # etcd applies the request right after the first part was looked up
+        return found
+
+    monkeypatch.setattr(coordinator, "compare_and_swap_many", answer_lost)
+    monkeypatch.setattr(coordinator, "find_txn", find_txn)
+    group = catalog.transaction()
+    parts = [group.begin(t.name, "insert_into") for t in (a, b)]
+    for part in parts:
+        _append(part, "x")
+    infos = group.commit()
+    assert lookups[:2] == [None, 1], "the interleaving under test: the first lookup missed, the second found it"
+    assert len(held) == 1, "a commit that landed was sent again"
+    assert {info.version for info in infos.values()} == {1}
+    assert_moved_together(infos, group)
+    for table in (a, b):
+        assert table.scan().to_arrow().num_rows == 1
+        assert_invariants(table)
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_an_interrupt_while_the_answer_is_awaited_keeps_every_staged_file(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """KeyboardInterrupt (or a signal handler's SystemExit) once the request may have reached etcd: every
+    part or none landed, so nothing is deleted (cleanup checks the log first) and the state says unknown.
+    A conflict, by contrast, is an answer: test_a_part_that_must_fail_fails_the_whole... deletes them."""
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
+    coordinator = catalog.services.coordinator
+    real_many = coordinator.compare_and_swap_many
+
+    def interrupted(requests: Any) -> Any:
+        if applied:
+            real_many(requests)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(coordinator, "compare_and_swap_many", interrupted)
+    group = catalog.transaction()
+    parts = [group.begin(t.name, "insert_into") for t in (a, b)]
+    for part in parts:
+        _append(part, "x")
+    with pytest.raises(KeyboardInterrupt):
+        group.commit()
+    monkeypatch.undo()
+    assert group.state == "of unknown outcome"
+    assert all(part.closed for part in parts)
+    assert all(os.path.isdir(part.staging_dir) for part in parts), "staged files of a commit that may have landed"
+    assert (a.version, b.version) == ((1, 1) if applied else (0, 0))
+    for table in (a, b):
+        assert table.scan().to_arrow().num_rows == (1 if applied else 0)
+        assert_invariants(table)
 
 
 # --- archiving and checkpoints, per table ----------------------------------------------------------------

@@ -154,12 +154,23 @@ class CommitOutcomeUnknown(CoordinatorUnavailable):
     """The commit was sent but etcd's answer was lost, and etcd stayed unreachable while we looked it up.
 
     The commit may or may not have landed. Its staged files are kept; `Table.find_commit(txn_id)` tells
-    which once etcd is back.
+    which once etcd is back. Of a multi-table transaction (`multi_txn_id`), every part landed or none
+    did: `txn_ids` holds each table's own txn id (`txn_id` is the first's), and find_commit on any one
+    of those tables with its id tells for all.
     """
 
-    def __init__(self, message: str, *, txn_id: str) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        txn_id: str,
+        txn_ids: Mapping[str, str] | None = None,
+        multi_txn_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.txn_id = txn_id
+        self.txn_ids: dict[str, str] = dict(txn_ids) if txn_ids is not None else {}
+        self.multi_txn_id = multi_txn_id
 
 
 class CommitRetriesExhausted(AcidTablesError):

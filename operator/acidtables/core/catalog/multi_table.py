@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 
 from acidtables.core.catalog.table import Table
-from acidtables.core.commit.multi_commit import commit_together, max_tables
+from acidtables.core.commit.multi_commit import GroupCommit, max_tables
 from acidtables.core.commit.transaction import Transaction
 from acidtables.core.errors import CommitOutcomeUnknown, InvalidArgumentError, TransactionClosedError
 from acidtables.core.log.operations import Operation
@@ -137,30 +137,38 @@ class MultiTableTransaction:
         try:
             tables = tuple(names)
             pending = [self._parts[name].pending_commit(self.id, tables) for name in names]
+            group = GroupCommit(self._services, pending, multi_txn_id=self.id)
         except BaseException:
             self.abort()  # a part's staged file went missing: that part is closed, the rest aborted
             raise
         try:
-            infos = commit_together(self._services, pending, multi_txn_id=self.id)
-        except CommitOutcomeUnknown:
-            # sent, no answer: every part or none landed; the staged files stay for whichever it is
-            self._state = "of unknown outcome"
-            for part in self._parts.values():
-                part.ended(None)
-            raise
-        except BaseException:
-            # nothing landed: the committer gave the parts up; make sure of it, quietly (the conflict
-            # and aborts were reported once)
-            self._state = "aborted"
-            for part in self._parts.values():
-                part.end_uncommitted()
-                part.ended(None)
+            infos = group.run()
+        except BaseException as exc:
+            self._ended_without_answer(group, exc)
             raise
         self._state = "committed"
         self._infos = dict(zip(names, infos, strict=True))
         for name, info in self._infos.items():
             self._parts[name].ended(info)
         return dict(self._infos)
+
+    def _ended_without_answer(self, group: GroupCommit, exc: BaseException) -> None:
+        """commit() raised `exc`. Nothing landed (a conflict, a refusal, an error before the request went
+        out): the committer gave the parts up; make sure of it, quietly (the conflict and aborts were
+        reported once). But a request was sent and may have been applied (CommitOutcomeUnknown, or an
+        interrupt such as KeyboardInterrupt while the answer was awaited or being handled): every part or
+        none landed, and the staged files stay for whichever it is; cleanup checks the log before it
+        deletes them."""
+        if group.landed:
+            self._state = "committed"  # interrupted after the commit point; the CommitInfos are lost
+        elif isinstance(exc, CommitOutcomeUnknown) or group.may_have_landed:
+            self._state = "of unknown outcome"
+        else:
+            self._state = "aborted"
+            for part in self._parts.values():
+                part.end_uncommitted()
+        for part in self._parts.values():
+            part.ended(None)
 
     def abort(self) -> None:
         """Give up every part: nothing becomes visible and every staged file is deleted. Idempotent."""

@@ -21,6 +21,7 @@ from acidtables.core.coordination.etcd_txn import SUCCESS_OPS_PER_TABLE
 from acidtables.core.coordination.failures import CommitAnswerLost
 from acidtables.core.coordination.tables import CasResult
 from acidtables.core.errors import (
+    CommitOutcomeUnknown,
     CommitRetriesExhausted,
     ConcurrentModificationException,
     CoordinatorFull,
@@ -72,20 +73,28 @@ def commit_together(services: Services, parts: Sequence[PendingCommit], *, multi
     """Commit every part or none, in one etcd transaction per attempt. Returns each part's CommitInfo,
     in order; raises the failing part's conflict (named for its table and this transaction),
     CommitRetriesExhausted, CoordinatorUnavailable or CommitOutcomeUnknown, as a single commit does."""
-    tables = tuple(p.snapshot.metadata.name for p in parts)
-    if len(parts) > max_tables(services.settings.etcd):
-        raise InvalidArgumentError(
-            f"a multi-table transaction holds at most {max_tables(services.settings.etcd)} tables "
-            f"(ACIDTABLES_ETCD_MAX_TXN_OPS={services.settings.etcd.max_txn_ops}); found {len(parts)}"
-        )
-    return _GroupCommitter(services, parts, multi_txn_id, tables).run()
+    return GroupCommit(services, parts, multi_txn_id=multi_txn_id).run()
 
 
-class _GroupCommitter:
-    def __init__(self, services: Services, parts: Sequence[PendingCommit], multi_txn_id: str, tables: tuple[str, ...]):
+class GroupCommit:
+    """One multi-table commit. Besides its outcome it says what an interrupted run left: `landed` once
+    an answer or a lookup showed every part committed; `may_have_landed` from the moment a request is
+    sent until an answer says it lost. A caller interrupted (KeyboardInterrupt, an unexpected error)
+    while `may_have_landed` must keep the staged files: they may be the tables' data now (cleanup
+    checks the log before deleting any)."""
+
+    def __init__(self, services: Services, parts: Sequence[PendingCommit], *, multi_txn_id: str) -> None:
+        tables = tuple(p.snapshot.metadata.name for p in parts)
+        if len(parts) > max_tables(services.settings.etcd):
+            raise InvalidArgumentError(
+                f"a multi-table transaction holds at most {max_tables(services.settings.etcd)} tables "
+                f"(ACIDTABLES_ETCD_MAX_TXN_OPS={services.settings.etcd.max_txn_ops}); found {len(parts)}"
+            )
         self.services = services
         self.multi_txn_id = multi_txn_id
         self.tables = tables
+        self.landed = False
+        self.may_have_landed = False
         self.infos: list[CommitInfo | None] = [None] * len(parts)
         #: (index into parts, its committer) of the parts that still have something to commit
         self.committers: list[tuple[int, TableCommitter]] = []
@@ -150,6 +159,7 @@ class _GroupCommitter:
             requests = [
                 c.cas_request(r, attempt, inline_max_bytes=inline) for c, r in zip(committers, records, strict=True)
             ]
+            self.may_have_landed, answered = True, True
             try:
                 results = coordinator.compare_and_swap_many(requests)
             except CoordinatorFull as full:
@@ -157,17 +167,25 @@ class _GroupCommitter:
                 looked_up = self._after_lost_answer(committers, full)
                 if looked_up[0].succeeded:
                     return self._finish_landed(committers, looked_up)
+                self.may_have_landed = False
                 self._give_up_all()
                 raise
             except (CoordinatorPermissionDenied, CoordinatorRefused):
+                self.may_have_landed = False  # refused before anything was applied
                 self._give_up_all()
                 raise
             except CommitAnswerLost as lost:
+                # not found is not the end of it: a request etcd applies late is found by the next
+                # attempt, whose compare then loses to it
+                answered = False
                 results = self._after_lost_answer(committers, lost)
                 if results[0].succeeded:
                     return self._finish_landed(committers, results)
             if results[0].succeeded:
+                self.landed = True
                 return [c.finish(r) for c, r in zip(committers, records, strict=True)]
+            if answered:  # every compare was answered and one failed: this request was not applied
+                self.may_have_landed = False
             landed = self._absorb_all(committers, results)
             if landed:
                 return self._finish_landed(committers, self._after_lost_answer(committers, None))
@@ -217,11 +235,22 @@ class _GroupCommitter:
 
     def _after_lost_answer(self, committers: list[TableCommitter], lost: Exception | None) -> list[CasResult]:
         """Every part's outcome once the answer was lost (`lost`; None when an earlier attempt's record
-        was found among the winners): the parts land together, so either every txn id is found or none is
-        (anything else would be damage, said so)."""
+        was found among the winners): the parts land together, so either every txn id is found or none is.
+        The parts are looked up one after another, so a request etcd applies late (still in raft when
+        the first lookup ran) is found on a later part only: one found part means all landed, and the
+        parts not found are looked up again. Still not found would be damage, said so."""
         why = str(lost) if lost is not None else "an earlier attempt landed"
-        results = [c.after_lost_answer(why) for c in committers]
-        if len({r.succeeded for r in results}) > 1:
+        try:
+            results = [c.after_lost_answer(why) for c in committers]
+            if any(r.succeeded for r in results):
+                results = [
+                    r if r.succeeded else c.after_lost_answer(why) for c, r in zip(committers, results, strict=True)
+                ]
+        except CommitOutcomeUnknown as unknown:
+            raise self._outcome_unknown(committers) from unknown
+        if all(r.succeeded for r in results):
+            self.landed = True
+        elif len({r.succeeded for r in results}) > 1:
             found = [c.meta.name for c, r in zip(committers, results, strict=True) if r.succeeded]
             raise CorruptMetadataError(
                 f"multi-table transaction {self.multi_txn_id} is committed on {', '.join(found)} but not on the "
@@ -231,7 +260,22 @@ class _GroupCommitter:
             )
         return results
 
+    def _outcome_unknown(self, committers: list[TableCommitter]) -> CommitOutcomeUnknown:
+        """The answer was lost and etcd stayed away while the parts were looked up: every part or none
+        landed, and each table knows its part by its own txn id."""
+        txn_ids = {c.meta.name: c.txn_id for c in committers}
+        named = ", ".join(f"{table}: {txn_id}" for table, txn_id in txn_ids.items())
+        return CommitOutcomeUnknown(
+            f"multi-table transaction {self.multi_txn_id} was sent but etcd's answer was lost and etcd stayed "
+            f"unreachable: every table or none was committed. The staged files are kept. Once etcd is back, "
+            f"Table.find_commit on any one of the tables with its part's txn id tells for all ({named}).",
+            txn_id=committers[0].txn_id,
+            txn_ids=txn_ids,
+            multi_txn_id=self.multi_txn_id,
+        )
+
     def _finish_landed(self, committers: list[TableCommitter], results: list[CasResult]) -> list[CommitInfo]:
+        self.landed = True
         return [c.finish(c.decode(r.log[0])) for c, r in zip(committers, results, strict=True)]
 
     def _fail_all(self, failed: TableCommitter, conflict: ConcurrentModificationException) -> NoReturn:
@@ -248,4 +292,4 @@ class _GroupCommitter:
             committer.give_up()
 
 
-__all__ = ["PendingCommit", "commit_together", "inline_share", "max_tables"]
+__all__ = ["GroupCommit", "PendingCommit", "commit_together", "inline_share", "max_tables"]

@@ -533,6 +533,34 @@ def test_snapshots_by_timestamp_are_consistent_across_tables(catalog: Catalog) -
     assert (now[a.name].version, now[b.name].version) == (3, 6)
 
 
+def test_time_travel_carries_a_part_that_changes_no_data_only_with_the_rest_of_its_transaction(
+    catalog: Catalog,
+) -> None:
+    """An ALTER has no time version, and time travel carries a version forward over such commits. As one
+    part of a multi-table transaction whose other part inserts, it must be seen exactly when that insert
+    is: not as of a time before the transaction, as an ALTER alone still is."""
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
+    inserted = []
+    for table in (a, b):
+        with table.begin("insert_into") as tx:
+            _append(tx, "x")
+            inserted.append(tx.commit().time_version)
+    before = max(inserted)
+    with b.begin("alter") as alone:  # after `before`, alone: carried forward as it always was
+        alone.update_metadata(add_columns="note STRING")
+        alone.commit()
+    with catalog.transaction() as group:
+        _append(group.begin(a.name, "insert_into"), "y")
+        group.begin(b.name, "alter").update_metadata(add_columns="region STRING")
+    assert (group.committed[a.name].version, group.committed[b.name].version) == (2, 3)
+    pinned = catalog.snapshots([a.name, b.name], timestamp=before)
+    assert (pinned[a.name].version, pinned[b.name].version) == (1, 2), "the transaction was seen in part"
+    assert "region" not in [c.name for c in pinned[b.name].metadata.columns]
+    at = catalog.snapshots([a.name, b.name], timestamp=group.committed[a.name].time_version)
+    assert (at[a.name].version, at[b.name].version) == (2, 3)
+    assert b.version_at(before) == 2 and b.version_at(group.committed[a.name].time_version) == 3
+
+
 def test_snapshots_refuse_bad_input(catalog: Catalog) -> None:
     _table(catalog, "s.a", "delta")
     with pytest.raises(InvalidArgumentError, match="list of table names"):

@@ -153,8 +153,12 @@ class GroupCommit:
             # sees all of this transaction's changes or none (each table's still strictly increases)
             changing = [c for c in committers if c.operation.changes_data]
             shared_time = max([now, *((c.base_time or 0) + 1 for c in changing)]) if changing else None
+            # every part is stamped with that time too, those that change no data included: time travel
+            # carries a version forward over such a part only when it was made by then (TableLog.version_as_of)
+            stamped = shared_time if shared_time is not None else now
             records = [
-                c.attempt_record(attempt, now, shared_time if c.operation.changes_data else None) for c in committers
+                c.attempt_record(attempt, stamped, shared_time if c.operation.changes_data else None)
+                for c in committers
             ]
             requests = [
                 c.cas_request(r, attempt, inline_max_bytes=inline) for c, r in zip(committers, records, strict=True)

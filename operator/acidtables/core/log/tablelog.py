@@ -95,8 +95,11 @@ class TableLog:
         to the next data commit. They keep the rows of the version before them, so every version of that
         run reads the same data, and the newest one is the one a retention keeps: on a table compacted
         and then left alone, a read as of now is a read of the head, whose files are the live ones, not
-        of the version before the compaction, whose files vacuum may delete (issue 24, item 3).
-        `decode` turns a log entry into its record (an entry may point to a commit file)."""
+        of the version before the compaction, whose files vacuum may delete (issue 24, item 3). The run
+        stops before a part of a multi-table transaction made after `time_us` (every part bears the
+        transaction's time as `committed_at`): its other tables' parts are not seen as of `time_us`
+        either, so neither is it (issue 44). `decode` turns a log entry into its record (an entry may
+        point to a commit file)."""
         found = self.version_at_time(time_us)
         if found is None:
             return None
@@ -105,7 +108,10 @@ class TableLog:
             # usually the next entry is a data commit, or there is none: one read
             entries = self.read(version, version + _RUN_BATCH)
             for entry in entries:
-                if decode(entry).time_version is not None:
+                record = decode(entry)
+                if record.time_version is not None or (
+                    record.multi_txn_id is not None and record.committed_at > time_us
+                ):
                     return version
                 version = int(entry["version"])
             if len(entries) < _RUN_BATCH:

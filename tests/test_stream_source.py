@@ -27,6 +27,7 @@ from acidtables.core import (
     InvalidArgumentError,
     StreamStoppedError,
     Table,
+    TableNotFoundError,
     VersionExpiredError,
 )
 from acidtables.spark import SparkTable
@@ -509,6 +510,50 @@ def test_the_stop_error_carries_the_table_version_and_operation(
     finally:
         reader.stop()
     assert (caught.value.table, caught.value.version, caught.value.operation) == ("s.events", deleted, "DELETE")
+
+
+def test_a_restore_is_never_streamed_as_new_rows(catalog: Catalog, table: Table) -> None:
+    """A RESTORE after a DELETE only adds files back, whose rows the stream delivered already: it stops the
+    stream (here after ignoreDeletes passed over the delete), and skipChangeCommits passes over it."""
+    append(table, (1, "a", 1.0))
+    drop_partition(table, "a")
+    restored = table.restore(version=1).version
+    skipping = reader_of(catalog, table, startingVersion="1", skipChangeCommits="true")
+    try:
+        start = skipping.initialOffset()
+        end = skipping.latestOffset(start, ReadAllAvailable())
+        read = [r["id"] for p in skipping.partitions(start, end) for b in skipping.read(p) for r in b.to_pylist()]
+    finally:
+        skipping.stop()
+    assert read == [1], "a restored row was streamed a second time"
+    ignoring = reader_of(catalog, table, startingVersion="1", ignoreDeletes="true")
+    try:
+        before = ignoring.latestOffset(ignoring.initialOffset(), ReadAllAvailable())
+        assert before["version"] == restored  # version 1's row, the delete passed over, then the stop
+        with pytest.raises(StreamStoppedError) as caught:
+            ignoring.latestOffset(before, ReadAllAvailable())
+    finally:
+        ignoring.stop()
+    assert (caught.value.version, caught.value.operation) == (restored, "RESTORE")
+
+
+def test_a_table_dropped_under_an_available_now_run_fails_it_instead_of_spinning(
+    catalog: Catalog, table: Table
+) -> None:
+    """Trigger.AvailableNow pins the head; the table dropped during the run leaves no log to read up to it,
+    which must fail the next plan with TableNotFoundError, not loop on an empty read forever."""
+    for i in range(4):
+        append(table, (i, "a", float(i)))
+    reader = reader_of(catalog, table, startingVersion="1", maxFilesPerTrigger="1")
+    try:
+        reader.prepareForTriggerAvailableNow()
+        first = reader.latestOffset(reader.initialOffset(), ReadMaxFiles(1))
+        assert first["version"] == 2
+        catalog.drop_table(table.name)
+        with pytest.raises(TableNotFoundError, match=r"s\.events was dropped"):
+            reader.latestOffset(first, ReadMaxFiles(1))
+    finally:
+        reader.stop()
 
 
 def test_a_checkpoint_of_another_table_is_refused(catalog: Catalog, table: Table) -> None:

@@ -133,12 +133,13 @@ _NAN = ("NaN",)
 
 def _frozen(value: Any) -> Any:
     """A row's value as a dictionary key: lists, maps and structs become tuples, and NaN a marker equal
-    to itself (NaN != NaN would make every row holding one look changed)."""
+    to itself (NaN != NaN would make every row holding one look changed). Arrow gives a map as a list of
+    (key, value) tuples, whose values need freezing too."""
     if isinstance(value, float) and math.isnan(value):
         return _NAN
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
     return value
 

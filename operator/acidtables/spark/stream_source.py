@@ -56,6 +56,7 @@ from acidtables.core import (
     AcidTablesError,
     Catalog,
     CommitRecord,
+    CorruptMetadataError,
     DataFile,
     DataFilesMissingError,
     InvalidArgumentError,
@@ -365,6 +366,18 @@ class _Planner:
             self._snapshot = (version, units)
         return self._snapshot[1]
 
+    def _log_missing(self, version: int, last: int) -> None:
+        """No log entry from `version` on, although the stream's head (pinned by Trigger.AvailableNow,
+        or read by this plan) is at `last` or beyond: the table was dropped since (TableNotFoundError
+        from its head), or its log is damaged. Raised, never looped on."""
+        head = self.table.version  # raises TableNotFoundError for a dropped table
+        raise CorruptMetadataError(
+            f"the stream of {self.name} needs versions {version}..{last}, but the table's log holds none of "
+            f"them (its head is version {head}); acidtables fsck {self.name}",
+            key=f"log/{version}",
+            table=self.name,
+        )
+
     def _take_snapshot(self, start: Position, until: Position | None, batch: _Batch) -> Position | None:
         """Admit the snapshot's units from `start`; where the batch ends inside it, or None once all are in."""
         units = self._snapshot_units(start.version)
@@ -380,7 +393,10 @@ class _Planner:
         version, index = start.version, start.index
         last = cap if until is None else min(cap, until.version)
         while version <= last:
-            for record in self.table.commits(version, min(last, version + RECORDS_PER_READ - 1)):
+            records = self.table.commits(version, min(last, version + RECORDS_PER_READ - 1))
+            if not records:
+                self._log_missing(version, last)
+            for record in records:
                 here = Position(record.version)
                 if here == until:
                     return here
@@ -445,7 +461,10 @@ class _Planner:
 
     def _rewrite(self, record: CommitRecord) -> Literal["removes", "rewrites"] | None:
         """How a data commit changes rows the stream may have delivered: None (it only adds rows),
-        "removes" (it only removes rows), or "rewrites"."""
+        "removes" (it only removes rows), or "rewrites". A RESTORE always rewrites: the files it adds
+        back hold rows the stream may have delivered already, so it is never streamed as an append."""
+        if record.operation is Operation.RESTORE:
+            return "rewrites"
         adds = any(f.data_change for f in record.adds)
         removes = any(f.data_change for f in record.removes)
         if not removes and not (self.primary_key and record.operation not in _PK_APPENDS):

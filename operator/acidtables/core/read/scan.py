@@ -65,9 +65,12 @@ class TableScan:
         wanted = set(self.columns) | set(filter_columns)
         #: whether Arrow may prune row groups by the filter: not on FLOAT/DOUBLE columns, whose Parquet
         #: statistics (as pyarrow writes them) leave NaN out, so `x != 1` would skip a row group of 1.0 and NaN
-        self._pushdown = not any(pa.types.is_floating(types[c]) for c in filter_columns)
+        #: (a struct's, list's or map's too)
+        self._pushdown = not any(_holds_floating(types[c]) for c in filter_columns)
         #: what is read: the chosen columns and those the filter needs, in the table's order
         self._read_schema = pa.schema([f for f in table_schema if f.name in wanted])
+        #: what a primary-key partition that must be merged reads: its key too, which the merge groups by
+        self._merge_schema = pa.schema([f for f in table_schema if f.name in wanted or f.name in meta.primary_key])
         #: what comes back
         self.schema = pa.schema([table_schema.field(name) for name in self.columns])
         pruning = parse_predicate(where, meta.column_types) if where is not None else None
@@ -123,11 +126,13 @@ class TableScan:
     def to_dataset(self) -> ds.Dataset:
         """The rows as a `pyarrow.dataset.Dataset`, for engines that take one (DuckDB, Polars'
         `scan_pyarrow_dataset`, Acero). When every file can be read as it is (no merge-on-read, no
-        deletion vector, the chosen columns cover the filter) it is a lazy dataset over the files, with
+        deletion vector, the chosen columns cover the filter, and the filter compares no FLOAT or DOUBLE
+        value, whose Parquet statistics leave NaN out) it is a lazy dataset over the files, with
         the filter applied, so an engine's own projection and filters reach the files; otherwise the
         rows are read first."""
         plain, rest = self._split()
-        if not rest and set(self._read_schema.names) <= set(self.columns) and self.limit is None:
+        lazy = self._pushdown and self.limit is None  # Arrow's pruning by float statistics loses NaN rows
+        if lazy and not rest and set(self._read_schema.names) <= set(self.columns):
             dataset, others = plain_dataset(self.storage, plain, self.schema, self.metadata)
             if not others:
                 return dataset.filter(self._filter) if self._filter is not None else dataset
@@ -193,7 +198,8 @@ class TableScan:
             rest = [[file] for file in others] + rest
         for group in rest:
             merge = bool(meta.primary_key) and not all(f.kind is FileKind.BASE for f in group)
-            tables = [read_file(meta, self.storage, f, self._read_schema, helpers=merge) for f in group]
+            schema = self._merge_schema if merge else self._read_schema
+            tables = [read_file(meta, self.storage, f, schema, helpers=merge) for f in group]
             data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             if merge:
                 data = merge_on_read(data, meta.primary_key)
@@ -225,6 +231,19 @@ class TableScan:
                 return
             left -= batch.num_rows
             yield batch
+
+
+def _holds_floating(data_type: pa.DataType) -> bool:
+    """FLOAT or DOUBLE, or a struct, list or map with one inside."""
+    if pa.types.is_floating(data_type):
+        return True
+    if pa.types.is_struct(data_type):
+        return any(_holds_floating(data_type.field(i).type) for i in range(data_type.num_fields))
+    if pa.types.is_map(data_type):
+        return _holds_floating(data_type.key_type) or _holds_floating(data_type.item_type)
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type) or pa.types.is_fixed_size_list(data_type):
+        return _holds_floating(data_type.value_type)
+    return False
 
 
 def _chosen_columns(meta: TableMetadata, columns: Sequence[str] | None) -> list[str]:

@@ -172,6 +172,17 @@ def test_turning_the_mirror_off_removes_its_log(catalog: Catalog, events: Table)
     wait_for(lambda: delta_log(events) == [], 30, message="the Delta log removed")
 
 
+def test_dropping_the_table_with_its_data_removes_its_delta_log(catalog: Catalog, events: Table) -> None:
+    """Otherwise a Delta reader would still open the dropped table, then fail on its deleted files."""
+    events.sync_mirror()
+    location = Path(events.location)
+    report = catalog.drop_table("m.events", delete_data=True)
+    assert report is not None and "_delta_log" in report.deleted and not report.kept
+    assert not (location / "_delta_log").exists()
+    with pytest.raises(Exception):  # noqa: B017 - whichever error delta-rs names for a location with no table
+        deltalake.DeltaTable(str(location))
+
+
 def test_turning_it_on_later_mirrors_from_the_oldest_retained_version(catalog: Catalog) -> None:
     table = catalog.create_table("m.late", "id BIGINT")
     commit(table, {"id": [1]})

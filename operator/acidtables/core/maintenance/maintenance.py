@@ -19,6 +19,7 @@ from acidtables.core.log.archive import ARCHIVE_DIR
 from acidtables.core.log.records import CommitRecord
 from acidtables.core.log.services import Services
 from acidtables.core.log.tablelog import TableLog
+from acidtables.core.mirror import DELTA_LOG, mirror_formats
 from acidtables.core.storage.locations import check_owner, mark_dropped
 from acidtables.core.storage.storage import DATA_DIR, METADATA_DIR, txn_of_staging_dir
 
@@ -130,11 +131,15 @@ def delete_table_data(
     services: Services, table_id: str, name: str, location: str, records: Iterable[CommitRecord]
 ) -> DropReport:
     """After a drop: delete every file the log ever referenced, every staging directory and the table's
-    own metadata, then leave the tombstone that frees the location once its leases have expired. The
-    caller has checked the marker before dropping the catalog entry."""
+    own metadata (its Delta mirror's log too, if it ever had one: a Delta reader would otherwise still
+    open the dropped table and fail on its deleted files), then leave the tombstone that frees the
+    location once its leases have expired. The caller has checked the marker before dropping the
+    catalog entry."""
     storage = services.storage(location)
     deleted: list[str] = []
+    records = list(records)
     referenced = {f.path for r in records for f in (*r.adds, *r.removes)}
+    mirrored = any(r.metadata is not None and "delta" in mirror_formats(r.metadata) for r in records)
     for path in sorted(referenced):
         if "://" in path or path.startswith("/"):
             continue  # an absolute path from before files had to lie inside the location: not ours
@@ -147,7 +152,8 @@ def delete_table_data(
         txn_id = txn_of_staging_dir(entry.path.rsplit("/", 1)[-1])
         if txn_id is not None:
             deleted += storage.discard_staged(txn_id)
-    for own in (f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints", f"{METADATA_DIR}/manifests", ARCHIVE_DIR):
+    own_dirs = [f"{METADATA_DIR}/commits", f"{METADATA_DIR}/checkpoints", f"{METADATA_DIR}/manifests", ARCHIVE_DIR]
+    for own in own_dirs + ([DELTA_LOG] if mirrored else []):
         storage.delete(own)
         deleted.append(own)
     storage.remove_empty_dirs(DATA_DIR)

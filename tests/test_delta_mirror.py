@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,20 @@ def test_turning_the_mirror_off_removes_its_log(catalog: Catalog, events: Table)
     # the committing process's background writer may still be finishing a version it began before the
     # ALTER; its next run (the ALTER's own) removes what that left
     wait_for(lambda: delta_log(events) == [], 30, message="the Delta log removed")
+
+
+def test_a_file_removed_and_added_back_in_one_commit_stays_for_delta_readers(catalog: Catalog) -> None:
+    """An overwrite that keeps one of the files it replaces removes and adds the same path in one commit:
+    Delta readers let a remove win over an add of the same version, so the mirror writes only the add."""
+    table = catalog.create_table("m.kept", "id BIGINT", properties=MIRRORED)
+    commit(table, {"id": [1, 2]})
+    (kept,) = table.snapshot().files
+    with table.begin("insert_overwrite") as tx:
+        tx.remove_files([kept])
+        tx.add_files([replace(kept, added_version=None)])
+        tx.commit()
+    table.sync_mirror()
+    assert delta_rows(table, 2) == sorted_rows(table.scan().to_arrow(), table.scan().schema) == [(1,), (2,)]
 
 
 def test_dropping_the_table_with_its_data_removes_its_delta_log(catalog: Catalog, events: Table) -> None:

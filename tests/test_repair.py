@@ -99,7 +99,7 @@ def test_a_commit_whose_files_are_all_present_still_commits(catalog: Catalog) ->
 
 def test_a_re_added_file_is_not_re_proved_as_new(catalog: Catalog) -> None:
     """A deletion-vector update re-adds a file the table has: the re-proof concerns new files only."""
-    table = catalog.create_table("sales.orders", schema=SCHEMA, partition_by=["dt"])
+    table = catalog.create_table("sales.orders", schema=SCHEMA, partition_by=["dt"], row_level_concurrency=True)
     with table.begin("insert_into") as tx:
         tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=2)])
         tx.commit()

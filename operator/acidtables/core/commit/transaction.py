@@ -222,6 +222,12 @@ class Transaction:
         live_entries = self.snapshot.find([f.path for f in coerced])
         for file in coerced:
             live = live_entries.get(file.path)
+            if file.deletion_vector is not None and not self.target_metadata.deletion_vectors:
+                raise InvalidArgumentError(
+                    f"add_files(): {file.path} has a deletion vector, but {self.table_name} does not use them "
+                    "(row_level_concurrency is off): readers of its Delta mirror and other engines would see "
+                    "the rows it hides. Write the file without the deleted rows instead"
+                )
             if file.path in self._adds or (live is not None and file.path not in self._removes):
                 raise InvalidArgumentError(
                     f"add_files(): {file.path} is already in {self.table_name}; files are immutable, so a "

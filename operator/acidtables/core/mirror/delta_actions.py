@@ -215,7 +215,10 @@ def commit_actions(record: CommitRecord, meta: TableMetadata, *, metadata_change
     actions: list[dict[str, Any]] = [{"commitInfo": info}]
     if metadata_changed:
         actions += [protocol_action(meta), metadata_action(meta)]
-    actions += [remove_action(f, at_ms, data_change=data_change) for f in record.removes]
+    # a file removed and added back in one commit stays: Delta readers let a remove in the same version
+    # win over the add, so only the add is written
+    added = {f.path for f in record.adds}
+    actions += [remove_action(f, at_ms, data_change=data_change) for f in record.removes if f.path not in added]
     actions += [add_action(meta, f, at_ms) for f in record.adds]
     return actions
 

@@ -287,6 +287,22 @@ def test_primary_key_partitions_are_merged_newest_row_per_key(catalog: Catalog) 
     assert [(r["id"], r["amount"]) for r in rows(table.scan(version=1))] == [(1, 1.0), (2, 2.0), (3, 3.0)]
 
 
+def test_a_partition_value_is_one_value_however_it_was_given(catalog: Catalog) -> None:
+    """2026, "2026" and 2026.0 of an INT partition column are one partition: the merge groups a key's rows
+    by it (and conflict detection compares it), so the log spells it one way."""
+    table = catalog.create_table(
+        "s.years", "id BIGINT NOT NULL, amount DOUBLE, year INT", primary_key=["id"], partition_by=["year"]
+    )
+    for amount, year in [(10.0, 2026), (11.0, "2026"), (12.0, 2026.0)]:
+        add(table, pa.table({"id": [1], "amount": [amount]}), {"year": year})
+    assert [f.partition for f in table.snapshot().files] == [{"year": 2026}] * 3
+    assert all(type(f.partition["year"]) is int for f in table.snapshot().files)
+    assert table.scan().to_arrow().to_pylist() == [{"id": 1, "amount": 12.0, "year": 2026}]
+    for bad in ("x", 2026.5, True):
+        with pytest.raises(InvalidArgumentError, match=r"add_files\(\): .* partition value .* for column year \(INT\)"):
+            add(table, pa.table({"id": [2], "amount": [1.0]}), {"year": bad})
+
+
 def test_to_batches_streams_and_the_engines_get_the_same_rows(sales: Table) -> None:
     reader = sales.scan(where="id > 1").to_batches()
     assert isinstance(reader, pa.RecordBatchReader)

@@ -108,6 +108,12 @@ from acidtables.core.read import merge_on_read as merge_rows_on_read
 from acidtables.core.read import read_file as read_data_file
 from acidtables.core.schema.ddl import parse_schema
 from acidtables.core.schema.file_schema import DELETE, OP_COLUMN, SEQ_COLUMN, UPSERT
+from acidtables.core.schema.partition_values import (
+    INTEGRAL_TYPES,
+    TEXT_TYPES,
+    log_partition_value,
+    typed_partition_value,
+)
 from acidtables.core.settings import ENDPOINTS, VARIABLES, WAREHOUSE, CommitSettings, EtcdSettings, Settings
 from acidtables.core.storage.locations import location_key
 from acidtables.core.storage.storage import HIVE_NULL, STAGING_LEVELS, ObjectStore, Storage
@@ -118,11 +124,13 @@ __all__ = [
     "DELETE",
     "ENDPOINTS",
     "HIVE_NULL",
+    "INTEGRAL_TYPES",
     "LOCAL_ETCD_MARKER",
     "MIRROR_PROPERTY",
     "OP_COLUMN",
     "SEQ_COLUMN",
     "STAGING_LEVELS",
+    "TEXT_TYPES",
     "UPSERT",
     "VARIABLES",
     "WAREHOUSE",
@@ -205,6 +213,7 @@ __all__ = [
     "in_partitions",
     "literal_fits",
     "location_key",
+    "log_partition_value",
     "merge_rows_on_read",
     "might_match",
     "mirror_formats",
@@ -223,5 +232,6 @@ __all__ = [
     "split_name",
     "subscribe_to_commits",
     "to_datetime",
+    "typed_partition_value",
     "user_data_dir",
 ]

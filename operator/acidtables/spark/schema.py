@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -19,11 +17,15 @@ from pyspark.sql.types import DataType, StructField, StructType, _parse_datatype
 
 # re-exported: the Spark side's names for the merge-on-read columns and operations, and partition text
 from acidtables.core import DELETE as DELETE
+from acidtables.core import INTEGRAL_TYPES as INTEGRAL_TYPES
 from acidtables.core import OP_COLUMN as OP_COLUMN
 from acidtables.core import SEQ_COLUMN as SEQ_COLUMN
+from acidtables.core import TEXT_TYPES as TEXT_TYPES
 from acidtables.core import UPSERT as UPSERT
-from acidtables.core import Column, InvalidArgumentError, Literal, TableMetadata
+from acidtables.core import Column, InvalidArgumentError, TableMetadata
+from acidtables.core import log_partition_value as log_partition_value
 from acidtables.core import partition_text as partition_text
+from acidtables.core import typed_partition_value as typed_partition_value
 
 _SIMPLE: dict[str, DataType] = {
     "BIGINT": T.LongType(),
@@ -177,48 +179,3 @@ def new_columns(df: DataFrame, meta: TableMetadata) -> list[Column]:
     """Columns of `df` the table does not have yet (for merge_schema=True)."""
     known = {c.name.lower() for c in meta.columns}
     return [c for c in frame_columns(df) if c.name.lower() not in known]
-
-
-#: SQL names of the text types: a partition value of these is its directory name's text
-TEXT_TYPES = frozenset({"STRING", "VARCHAR", "CHAR", "TEXT"})
-
-#: SQL names of the integer types (partition values of these columns are Python ints in the log)
-INTEGRAL_TYPES = frozenset({"BIGINT", "INT", "INTEGER", "SMALLINT", "TINYINT", "LONG", "SHORT", "BYTE"})
-
-
-def typed_partition_value(meta: TableMetadata, column: str, raw: str | None) -> Literal:
-    """A partition value from its Hive-style directory name, typed as the column is."""
-    if raw is None:
-        return None
-    type_ = next(c.type for c in meta.columns if c.name == column).upper()
-    if type_ in INTEGRAL_TYPES:
-        return int(raw)
-    if type_ in ("DOUBLE", "FLOAT", "REAL"):
-        return float(raw)
-    if type_ == "BOOLEAN":
-        return raw.lower() == "true"
-    return raw
-
-
-def log_partition_value(meta: TableMetadata, column: str, value: object) -> Literal:
-    """A partition value given by a user or collected from a DataFrame, as the log keeps it: what
-    `typed_partition_value` makes of the directory Spark would write for it (DATE, TIMESTAMP and
-    DECIMAL as Spark spells them, numbers and booleans typed)."""
-    if value is None:
-        return None
-    type_ = next(c.type for c in meta.columns if c.name == column).upper()
-    if isinstance(value, datetime) and type_ == "TIMESTAMP":
-        fraction = f".{value.microsecond:06d}".rstrip("0") if value.microsecond else ""
-        return value.strftime("%Y-%m-%d %H:%M:%S") + fraction
-    if isinstance(value, date) and type_ == "DATE":
-        return (value.date() if isinstance(value, datetime) else value).isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bool | int | float | str):
-        if isinstance(value, str) or type_.startswith(("DECIMAL", "DATE", "TIMESTAMP")):
-            return typed_partition_value(meta, column, str(value))
-        return value
-    raise InvalidArgumentError(
-        f"partition value {value!r} for column {column} ({type_}) is a {type(value).__name__}; give a string, "
-        "number, boolean, date or datetime"
-    )

@@ -47,6 +47,7 @@ from acidtables.core.log.services import Services
 from acidtables.core.log.snapshot import Snapshot
 from acidtables.core.mirror import check_mirror
 from acidtables.core.schema.ddl import check_properties, parse_schema
+from acidtables.core.schema.partition_values import log_partition_value
 from acidtables.core.storage.storage import Storage
 
 logger = logging.getLogger(__name__)
@@ -200,6 +201,14 @@ class Transaction:
                 f"{method}(): {file.path} has partition values for {sorted(file.partition)} but "
                 f"{self.table_name} is partitioned by {sorted(partition_by)}"
             )
+        # one spelling per value (2026 and "2026" of an INT column are one partition): conflict detection
+        # and a primary-key table's merge compare partitions as the log spells them
+        try:
+            spelled = {c: log_partition_value(self.metadata, c, v) for c, v in file.partition.items()}
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{method}(): {file.path}: {exc}") from None
+        if any(type(spelled[c]) is not type(v) or spelled[c] != v for c, v in file.partition.items()):
+            file = replace(file, partition=spelled)
         if self.metadata.primary_key and file.kind is FileKind.DATA:
             # a plain file given to a primary-key table holds changed rows (upserts unless it says otherwise)
             file = replace(file, kind=FileKind.CHANGES)

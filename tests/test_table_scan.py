@@ -381,6 +381,10 @@ def odd(catalog: Catalog) -> Table:
         ("d = 0.1", [2]),  # a decimal literal compares exactly with a DECIMAL column
         ("d > 0.1", [1]),
         ("x = 99999999999999999999", []),  # past BIGINT: a DECIMAL literal, not an overflow
+        ("d < 1", [1, 2]),  # an integer beside a DECIMAL column is a DECIMAL(n, 0): exact, no precision error
+        ("d BETWEEN 0 AND 1", [1, 2]),
+        ("d + 1 > 1", [1, 2]),
+        ("d = 0", []),
         ("x = 1e0", [1]),
     ],
 )
@@ -388,6 +392,27 @@ def test_where_follows_sparks_nan_and_decimal_rules(odd: Table, where: str, expe
     assert [r["id"] for r in rows(odd.scan(where=where))] == expected_ids
     # what engines get (DuckDB, Polars) too: Arrow's pruning by float statistics would lose the NaN row
     assert sorted(odd.scan(where=where).to_dataset().to_table()["id"].to_pylist()) == expected_ids
+
+
+@pytest.mark.parametrize(
+    ("where", "expected_ids"),
+    [
+        ("x = y", [1]),  # NaN equals NaN
+        ("x <=> y", [1]),
+        ("x != y", [2, 3]),  # a NULL side is NULL
+        ("x > y", [3]),  # NaN is above every number
+        ("x >= y", [1, 3]),
+        ("x < y", [2]),
+        ("x <= y", [1, 2]),
+        ("id < x", [1, 3]),  # an integer column beside a double one: NaN is above it
+        ("id = CAST(1.5 AS INT)", [1]),  # Spark's cast truncates
+    ],
+)
+def test_two_columns_compare_in_sparks_nan_order(catalog: Catalog, where: str, expected_ids: list[int]) -> None:
+    table = catalog.create_table("s.pairs", "id BIGINT, x DOUBLE, y DOUBLE")
+    nan = float("nan")
+    add(table, pa.table({"id": [1, 2, 3, 4], "x": [nan, 1.0, nan, None], "y": [nan, 2.0, 5.0, nan]}))
+    assert [r["id"] for r in rows(table.scan(where=where))] == expected_ids
 
 
 def test_a_nan_inside_a_struct_is_never_pruned_away(catalog: Catalog) -> None:
@@ -405,6 +430,8 @@ def test_a_nan_inside_a_struct_is_never_pruned_away(catalog: Catalog) -> None:
         ("s = 1", "a text compared with a number"),
         ("s = DATE '2026-01-01'", "a text compared with a date"),
         ("id + 9223372036854775807 > 0", "overflows on the table's rows"),
+        ("id = TRUE", "a number compared with a boolean"),
+        ("id = CAST('x' AS BIGINT)", "the literal 'x' is not a number"),
     ],
 )
 def test_comparisons_spark_casts_differently_are_refused_by_name(odd: Table, where: str, message: str) -> None:

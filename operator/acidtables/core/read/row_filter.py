@@ -71,6 +71,9 @@ class _Literal:
             return pa.scalar(self.value, self.arrow_type)
         if isinstance(self.value, Decimal) and (target is None or not pa.types.is_decimal(target)):
             return pa.scalar(float(self.value))  # Spark compares a decimal literal with a double as doubles
+        integer = isinstance(self.value, int) and not isinstance(self.value, bool)
+        if integer and target is not None and pa.types.is_decimal(target):
+            return pa.scalar(Decimal(self.value))  # Spark makes it a DECIMAL(n, 0) beside a decimal: exact
         return pa.scalar(self.value)
 
 
@@ -181,10 +184,13 @@ class _Translator:
             return _Literal(_cast_text(text, pa.timestamp("us", tz="UTC")).as_py(), pa.timestamp("us", tz="UTC"))
         if target == exp.DataType.Type.TIMESTAMPNTZ:
             return _Literal(_cast_text(text, pa.timestamp("us")).as_py(), pa.timestamp("us"))
-        if target in (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT):
-            return _Literal(int(text))
-        if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
-            return _Literal(float(text) if target != exp.DataType.Type.DECIMAL else text, None)
+        try:
+            if target in (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT):
+                return _Literal(int(Decimal(str(text).strip())))  # Spark truncates: CAST(1.5 AS INT) is 1
+            if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+                return _Literal(float(text) if target != exp.DataType.Type.DECIMAL else text, None)
+        except (ValueError, ArithmeticError):  # decimal.InvalidOperation is an ArithmeticError
+            raise _Refused(f"{node.sql(dialect='spark')} (the literal {text!r} is not a number)") from None
         raise _Refused(node.sql(dialect="spark"))
 
     def value(self, operand: tuple[Any, pa.DataType | None] | _Literal, other: pa.DataType | None) -> tuple[Any, Any]:
@@ -261,10 +267,12 @@ class _Translator:
 
 
 def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
-    """What Spark would compare an operand as: number, text, date, timestamp, or None (anything)."""
+    """What Spark would compare an operand as: number, text, date, timestamp, boolean, or None (anything)."""
     if isinstance(operand, _Literal):
         if operand.value is None:
             return None
+        if isinstance(operand.value, bool):
+            return "boolean"
         if operand.arrow_type is not None:
             if pa.types.is_date(operand.arrow_type):
                 return "date"
@@ -275,6 +283,8 @@ def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
     arrow_type = operand[1]
     if arrow_type is None:
         return None
+    if pa.types.is_boolean(arrow_type):
+        return "boolean"
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return "text"
     if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
@@ -301,6 +311,9 @@ _INCOMPARABLE = frozenset(
         ("date", "text"),
         ("text", "timestamp"),
         ("timestamp", "text"),
+        # Spark's analyzer refuses a boolean beside anything but a boolean (or a string literal)
+        *((kind, "boolean") for kind in ("number", "text", "date", "timestamp")),
+        *(("boolean", kind) for kind in ("number", "text", "date", "timestamp")),
     }
 )
 
@@ -327,6 +340,8 @@ def _nan_ordered(
     """A comparison of a FLOAT/DOUBLE column with a literal in Spark's NaN order (NaN equals NaN and sorts
     above every other number), where Arrow's IEEE comparison differs; None where they agree."""
     op = type(node)
+    if not isinstance(left, _Literal) and not isinstance(right, _Literal):
+        return _nan_ordered_columns(op, left_value, left[1], right_value, right[1])
     if isinstance(left, _Literal) and not isinstance(right, _Literal):
         left, right, left_value, right_value = right, left, right_value, left_value
         op = _FLIPPED.get(op, op)
@@ -350,6 +365,29 @@ def _nan_ordered(
     if op in (exp.GT, exp.GTE):
         return _COMPARE[op](left_value, right_value) | is_nan
     return None
+
+
+def _nan_ordered_columns(
+    op: type[Any], left: Any, left_type: pa.DataType | None, right: Any, right_type: pa.DataType | None
+) -> Any:
+    """Two values of which one at least is FLOAT/DOUBLE compared in Spark's NaN order (NaN equals NaN and
+    sorts above every other number; a NULL side stays NULL); None where Arrow's comparison agrees."""
+    floating = [t is not None and pa.types.is_floating(t) for t in (left_type, right_type)]
+    if not any(floating):
+        return None
+    nan_left = pc.is_nan(left) if floating[0] else pc.scalar(False)
+    nan_right = pc.is_nan(right) if floating[1] else pc.scalar(False)
+    equal = pc.equal(left, right) | (nan_left & nan_right)
+    by_op = {
+        exp.EQ: equal,
+        exp.NullSafeEQ: (pc.is_null(left) & pc.is_null(right)) | (pc.is_valid(left) & pc.is_valid(right) & equal),
+        exp.NEQ: ~equal,
+        exp.GT: pc.greater(left, right) | (nan_left & ~nan_right),
+        exp.GTE: pc.greater_equal(left, right) | (nan_left & pc.is_valid(right)),
+        exp.LT: pc.less(left, right) | (nan_right & ~nan_left),
+        exp.LTE: pc.less_equal(left, right) | (nan_right & pc.is_valid(left)),
+    }
+    return by_op.get(op)
 
 
 def _type_of(operand: tuple[Any, pa.DataType | None] | _Literal) -> pa.DataType | None:

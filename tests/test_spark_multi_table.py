@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from tests.helpers import docs
+from tests.helpers.tables import staged_parquet
 
 from acidtables import Catalog, Table
 from acidtables.core import InvalidArgumentError
@@ -257,6 +258,33 @@ def test_a_conflict_at_commit_fails_it_whole_and_ends_the_transaction(spark: Spa
     assert sql_transaction.current(spark) is None
     with pytest.raises(InvalidArgumentError, match="no transaction is open"):
         sql(spark, "ROLLBACK")
+
+
+def concurrent_append(table: Table, dt: str) -> None:
+    """A plain core commit (no Spark) adding a file of one row (id 0) to partition `dt`."""
+    with table.begin("insert_into") as fresh:
+        fresh.add_files([staged_parquet(fresh, {"dt": dt})])
+        fresh.commit()
+
+
+def test_reads_are_repeatable_and_a_move_loses_no_row_appended_meanwhile(spark: SparkSession, catalog: Catalog) -> None:
+    """docs/sql.md's move: INSERT ... SELECT from staging, then DELETE from staging. A row another job
+    appends to staging in between is neither copied nor deleted: the later statements read staging where
+    the first did, and the DELETE, which would delete that row too, fails the transaction by name."""
+    orders, staging = make(spark, catalog), make(spark, catalog)
+    versions = (orders.table.version, staging.table.version)
+    sql(spark, "BEGIN", catalog=catalog)
+    sql(spark, f"INSERT INTO {orders.name} SELECT * FROM {staging.name} WHERE dt = 'd1'")
+    concurrent_append(staging.table, "d1")
+    # a query of staging still reads the version the transaction first read
+    assert sql(spark, f"SELECT count(*) AS n FROM {staging.name} WHERE dt = 'd1'").collect()[0].n == 2
+    with pytest.raises(ConcurrentModificationException, match=r"would act on rows it did not read") as failed:
+        sql(spark, f"DELETE FROM {staging.name} WHERE dt = 'd1'")
+    assert (failed.value.table, failed.value.read_version) == (staging.name, versions[1])
+    assert failed.value.winning_version == versions[1] + 1
+    sql(spark, "ROLLBACK")
+    assert orders.table.version == versions[0] and staging.table.version == versions[1] + 1
+    assert sorted(r.id for r in staging.read().where("dt = 'd1'").collect()) == [0, 1, 2]
 
 
 def test_commit_or_rollback_with_no_transaction_open_is_an_error(spark: SparkSession, catalog: Catalog) -> None:

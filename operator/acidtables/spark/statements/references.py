@@ -52,6 +52,9 @@ class Tables:
     _resolved: dict[tuple[str, ...], Table | None] = field(default_factory=dict)
     _pins: dict[tuple[str, str, str], Pin] = field(default_factory=dict)
     _names: list[str] | None = None
+    #: an open SQL transaction's reads (by table id): a read of a table without a version clause reads
+    #: the snapshot the transaction first read it at, and a first read is recorded here (repeatable reads)
+    fixed: dict[str, Snapshot] | None = None
 
     @staticmethod
     def of(spark: SparkSession, catalog: Catalog, tree: exp.Expr) -> Tables:
@@ -115,8 +118,12 @@ class Tables:
                 snapshot = table.snapshot(version=int(value))
             elif kind == "TIMESTAMP":
                 snapshot = table.snapshot(timestamp=value)
+            elif self.fixed is not None and table.table_id in self.fixed:
+                snapshot = self.fixed[table.table_id]
             else:
                 snapshot = table.snapshot()
+                if self.fixed is not None:
+                    self.fixed[table.table_id] = snapshot
             self._pins[key] = Pin(table, snapshot, f"_acid_pin_{uuid.uuid4().hex[:12]}")
         return self._pins[key]
 

@@ -10,7 +10,13 @@ What is refused, each naming the problem: any other statement (DDL, OPTIMIZE, RE
 Databricks, only SELECT and the writes run in a transaction); a write into a table that is not an
 acidtables table (Spark would write it at once); a second write to a table the transaction already
 writes (core takes one part per table) and a read of it (it would not see the transaction's own
-writes); `BEGIN` inside an open transaction; `COMMIT` or `ROLLBACK` with none open. Any statement that
+writes); `BEGIN` inside an open transaction; `COMMIT` or `ROLLBACK` with none open.
+
+Reads are repeatable: every statement reads a table at the version the transaction first read it at. A
+write of a table an earlier statement read, after another job committed to it since, fails with
+ConcurrentModificationException (naming that commit): it would act on rows the transaction never read,
+as a DELETE of a staging table whose rows an INSERT ... SELECT copied would delete rows appended since
+without copying them. Any statement that
 fails inside a transaction aborts it, as Databricks does: its staged writes are deleted at once, the
 error says so, and the session runs nothing but `ROLLBACK` until it is ended.
 """
@@ -31,8 +37,10 @@ from acidtables.core import (
     AcidTablesError,
     Catalog,
     CommitInfo,
+    ConcurrentModificationException,
     InvalidArgumentError,
     MultiTableTransaction,
+    Snapshot,
 )
 from acidtables.errors import TransactionClosedError
 
@@ -44,6 +52,13 @@ from .references import Tables
 BEGIN, COMMIT, ROLLBACK = "BEGIN", "COMMIT", "ROLLBACK"
 #: the statements that change a table inside a transaction (each joins it as one part)
 WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.TruncateTable)
+_WRITE_NAMES: dict[type[exp.Expr], str] = {
+    exp.Insert: "INSERT",
+    exp.Update: "UPDATE",
+    exp.Delete: "DELETE",
+    exp.Merge: "MERGE",
+    exp.TruncateTable: "TRUNCATE TABLE",
+}
 #: sqlglot's Spark dialect reads `START TRANSACTION` as a column alias
 _START = re.compile(r"^\s*START\s+TRANSACTION\s*;?\s*$", re.IGNORECASE)
 _SUPPORTED = (
@@ -103,6 +118,8 @@ class SqlTransaction:
     catalog: Catalog
     group: MultiTableTransaction
     prepared: dict[str, Prepared] = field(default_factory=dict)
+    #: the snapshot each table was first read at by a statement of this transaction, by table id
+    read_at: dict[str, Snapshot] = field(default_factory=dict)
     #: why it was aborted (the first line of the error), while the session waits for ROLLBACK
     failure: str | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -117,6 +134,7 @@ class SqlTransaction:
     def check(self, tables: Tables, tree: exp.Expr, statement: str) -> None:
         """Refuse, before anything runs, what a transaction does not run (module docstring)."""
         shown = statement.strip().rstrip(";").strip()
+        tables.fixed = self.read_at
         target = write_target(tree) if isinstance(tree, WRITES) else None
         if isinstance(tree, WRITES):
             table = tables.resolve(target) if isinstance(target, exp.Table) else None
@@ -133,6 +151,7 @@ class SqlTransaction:
                     "once (one statement per table: MERGE can insert, update and delete together), or COMMIT "
                     "first"
                 )
+            self.refuse_if_moved(table.name, table.table_id, table.version, _WRITE_NAMES[type(tree)])
         elif not isinstance(tree, exp.Query):
             raise InvalidArgumentError(
                 f"sql(): {shown[:80]!r} is not supported inside transaction {self.id}: {_SUPPORTED}"
@@ -148,12 +167,34 @@ class SqlTransaction:
                     "COMMIT first"
                 )
 
+    def refuse_if_moved(self, name: str, table_id: str, version: int, operation: str) -> None:
+        """`operation` would write table `name` at `version`: refused when an earlier statement of this
+        transaction read it at an older one (another job committed since)."""
+        read = self.read_at.get(table_id)
+        if read is None or read.version == version:
+            return
+        winner = self.catalog.table(name).commits(read.version + 1, read.version + 1)[0]
+        raise ConcurrentModificationException(
+            table=name,
+            operation=operation,
+            read_version=read.version,
+            winning_version=winner.version,
+            winning_operation=winner.operation.display,
+            detail=(
+                f"transaction {self.id} read {name} at version {read.version} in an earlier statement; this "
+                f"{operation} would act on rows it did not read"
+            ),
+        )
+
     def joined(self, result: Any) -> Any:
-        """A write's Prepared becomes a part of the transaction."""
+        """A write's Prepared becomes a part of the transaction (refused, once joined so the abort deletes
+        its staged files, when it began after a commit the transaction's earlier reads did not see)."""
         if not isinstance(result, Prepared):
             return result  # a query's DataFrame
         result.join(self.group)
-        self.prepared[result.transaction.table_name] = result
+        part = result.transaction
+        self.prepared[part.table_name] = result
+        self.refuse_if_moved(part.table_name, part.metadata.table_id, part.read_version, part.operation.display)
         return result
 
     def commit(self) -> dict[str, CommitInfo]:

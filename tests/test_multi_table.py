@@ -47,6 +47,7 @@ from acidtables.errors import (
     CoordinatorRefused,
     CoordinatorUnavailable,
     InvalidArgumentError,
+    StorageUnavailableError,
     TableNotFoundError,
     TransactionClosedError,
     TransactionConflictException,
@@ -371,6 +372,25 @@ def test_a_part_commits_only_with_the_others_and_aborting_it_aborts_them_all(cat
     with pytest.raises(TransactionClosedError):
         group.begin(a.name, "insert_into")
     assert (a.version, b.version) == (0, 0)
+
+
+def test_abort_reaches_every_part_even_when_one_part_fails_to(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
+    group = catalog.transaction()
+    first, second = group.begin(a.name, "insert_into"), group.begin(b.name, "insert_into")
+    for part in (first, second):
+        _append(part, "x")
+
+    def unreachable(keep: Any) -> None:
+        raise StorageUnavailableError("the object store did not answer")
+
+    monkeypatch.setattr(first, "discard_staged", unreachable)
+    with pytest.raises(StorageUnavailableError):
+        group.abort()
+    assert group.state == "aborted" and first.closed and second.closed
+    assert not os.path.exists(second.staging_dir), "the second part was left staged"
 
 
 def test_add_refuses_a_closed_or_foreign_transaction(

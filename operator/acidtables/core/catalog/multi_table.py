@@ -175,8 +175,14 @@ class MultiTableTransaction:
         if self._state != "open":
             return
         self._state = "aborted"
-        for part in self._parts.values():
-            part.abort_alone()
+        failed: BaseException | None = None
+        for part in self._parts.values():  # every part, even when one fails to
+            try:
+                part.abort_alone()
+            except BaseException as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> MultiTableTransaction:
         return self

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from acidtables.core import InvalidArgumentError, Operation, TableNotFoundError
 from acidtables.spark import SparkTable, use_catalog
 from acidtables.spark.arrow_files import read_schema, write_rows
 from acidtables.spark.change_feed import CommitChange, change_rows
+from acidtables.spark.stream_sink import StreamTransaction
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -294,6 +296,21 @@ def test_an_abort_after_a_commit_that_landed_keeps_its_files(catalog: Catalog) -
     assert table.find_commit(landed.txn_id) == info.version
     assert all(Path(table.storage.absolute(f.path)).exists() for f in table.snapshot().files)
     assert not Path(lost.staging_dir).exists()
+
+
+def test_a_transaction_carried_to_a_table_of_the_same_name_but_another_id_is_refused(catalog: Catalog) -> None:
+    """A micro-batch (or a batch write) carries the table id it was begun on: a table dropped and created
+    again under its name while the batch ran is another table, and the batch commits nothing to it."""
+    table = catalog.create_table("st.carried", schema=SCHEMA)
+    tx = table.begin("insert_into")
+    carried = StreamTransaction.of(tx)
+    assert carried.table_id == table.metadata.table_id
+    elsewhere = replace(carried, table_id="0" * 32)
+    with pytest.raises(TableNotFoundError, match=r"st\.carried was dropped while transaction .* created again"):
+        elsewhere.resume(table)
+    resumed = carried.resume(table)
+    resumed.add_files([staged_parquet(resumed)])
+    assert resumed.commit().version == 1
 
 
 def test_a_rewritten_row_holding_nan_is_no_change(catalog: Catalog) -> None:

@@ -316,6 +316,7 @@ class AcidTablesWriter(DataSourceArrowWriter):
             self.state.operation,
             read_version=self.state.read_version,
             head_revision=self.state.head_revision,
+            table_id=str(self.state.metadata["table_id"]),
         )
 
     @user_facing

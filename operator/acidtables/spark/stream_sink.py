@@ -43,6 +43,7 @@ from acidtables.core import (
     Storage,
     Table,
     TableMetadata,
+    TableNotFoundError,
     Transaction,
     location_key,
 )
@@ -67,14 +68,20 @@ class StreamTransaction:
     operation: str
     read_version: int
     head_revision: int
+    #: the table it was begun on: one dropped and created again under the name is another table
+    table_id: str | None = None
 
     @staticmethod
     def of(tx: Transaction) -> StreamTransaction:
-        return StreamTransaction(tx.txn_id, tx.operation.value, tx.read_version, tx.head_revision)
+        return StreamTransaction(tx.txn_id, tx.operation.value, tx.read_version, tx.head_revision, tx.metadata.table_id)
 
     def resume(self, table: Table) -> Transaction:
         return table.resume(
-            self.txn_id, self.operation, read_version=self.read_version, head_revision=self.head_revision
+            self.txn_id,
+            self.operation,
+            read_version=self.read_version,
+            head_revision=self.head_revision,
+            table_id=self.table_id,
         )
 
 
@@ -255,7 +262,12 @@ class AcidTablesStreamWriter(DataSourceStreamArrowWriter):
         """Remove what the batch's tasks staged, unless its commit landed after all (Spark aborts when
         commit raised, and a commit whose answer was lost may have landed: its files are the table's)."""
         for transaction in {StreamTransaction(**m.transaction) for m in messages if isinstance(m, StagedBatch)}:
-            transaction.resume(table).abort()  # a resumed transaction that landed keeps its files
+            try:
+                resumed = transaction.resume(table)
+            except TableNotFoundError as exc:  # its table is gone: cleanup of the location removes the files
+                logger.warning("%s: not aborting txn %s: %s", self.state.table, transaction.txn_id, exc)
+                continue
+            resumed.abort()  # a resumed transaction that landed keeps its files
 
 
 __all__ = [

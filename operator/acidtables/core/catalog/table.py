@@ -379,14 +379,30 @@ class Table:
         return transaction
 
     @names_damage
-    def resume(self, txn_id: str, operation: str | Operation, *, read_version: int, head_revision: int) -> Transaction:
+    def resume(
+        self,
+        txn_id: str,
+        operation: str | Operation,
+        *,
+        read_version: int,
+        head_revision: int,
+        table_id: str | None = None,
+    ) -> Transaction:
         """Rebuild a transaction begun in another process, from what `begin` returned there.
 
         Spark's Python data sources plan, write and commit in different Python workers, so the
-        transaction travels between them as (txn id, operation, read version, head revision). Any handle
-        may commit it; `abort()` of a resumed handle first asks the log, and leaves the files of a
-        commit that landed (or that etcd cannot rule out) where they are.
+        transaction travels between them as (txn id, operation, read version, head revision, and the
+        table id it was begun on: a table dropped and created again under its name meanwhile is another
+        table, which TableNotFoundError says). Any handle may commit it; `abort()` of a resumed handle
+        first asks the log, and leaves the files of a commit that landed (or that etcd cannot rule out)
+        where they are.
         """
+        if table_id is not None and table_id != self.table_id:
+            raise TableNotFoundError(
+                f"{self.name} was dropped while transaction {txn_id} ran, and created again (table id "
+                f"{table_id} is now {self.table_id}); the transaction belongs to the dropped table and commits "
+                "nothing to the new one"
+            )
         op = Operation.parse(operation, method="resume")
         snapshot = self._services.snapshots.load(self.table_id, self.location, read_version)
         return Transaction(self._services, snapshot, op, txn_id=txn_id, head_revision=head_revision)

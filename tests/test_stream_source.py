@@ -32,7 +32,7 @@ from acidtables.core import (
 )
 from acidtables.spark import SparkTable
 from acidtables.spark.arrow_files import read_schema, write_rows
-from acidtables.spark.schema import read_struct
+from acidtables.spark.schema import change_feed_struct, read_struct
 from acidtables.spark.source_options import parse_options
 from acidtables.spark.stream_source import AcidTablesStreamReader
 
@@ -576,6 +576,29 @@ def test_expired_versions_give_the_oldest_kept_in_the_error(catalog: Catalog, ta
     finally:
         reader.stop()
     assert caught.value.oldest_version == kept
+
+
+def test_a_change_feed_whose_next_version_deleted_rows_of_expired_versions_says_expired(
+    catalog: Catalog, table: Table
+) -> None:
+    """The oldest kept version's deleted rows are read from files only the expired versions before it
+    read (vacuum may have deleted them): the change feed cannot deliver that version, and says it expired
+    instead of failing on a missing file."""
+    append(table, (1, "a", 1.0))
+    deleted = drop_partition(table, "a")
+    append(table, (2, "b", 2.0))
+    table.expire(retain_versions=2, retain_duration="0s", force=True)
+    parsed = parse_options(
+        {**source_options(catalog), "path": table.name, "startingVersion": str(deleted), "readChangeFeed": "true"},
+        "stream_read",
+    )
+    reader = AcidTablesStreamReader(parsed, None, change_feed_struct(read_struct(table.metadata)))
+    try:
+        with pytest.raises(VersionExpiredError) as caught:
+            reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    finally:
+        reader.stop()
+    assert caught.value.oldest_version == deleted + 1
 
 
 def test_from_options_defers_a_refused_option_to_the_first_driver_side_call(catalog: Catalog, table: Table) -> None:

@@ -328,9 +328,14 @@ class _Planner:
         file added since is read by a retained version, which vacuum never deletes."""
         retention, _ = read_retention(self.catalog.services.coordinator, self.table.table_id)
         oldest = retention.oldest_version
-        if self.change_feed and self.primary_key and not start.snapshot and oldest > 0:
-            # a primary-key commit's changes are worked out against the version before it
-            # (change_feed.commit_change), so the oldest kept version's own changes are lost too
+        # a primary-key commit's changes are worked out against the version before it
+        # (change_feed.commit_change), and another commit's deleted rows are read from the files it removes,
+        # which only the expired versions before it read (vacuum may have deleted them): so the oldest kept
+        # version's own changes are lost too
+        feed_from_oldest = self.change_feed and not start.snapshot and oldest > 0 and start.version <= oldest
+        if feed_from_oldest and (
+            self.primary_key or any(f.data_change for f in self.table.commits(oldest, oldest)[0].removes)
+        ):
             oldest += 1
         if start.version >= oldest:
             return start

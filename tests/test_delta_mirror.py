@@ -187,6 +187,21 @@ def test_a_file_removed_and_added_back_in_one_commit_stays_for_delta_readers(cat
     assert delta_rows(table, 2) == sorted_rows(table.scan().to_arrow(), table.scan().schema) == [(1,), (2,)]
 
 
+def test_a_mirrored_table_refuses_names_stored_in_another_case(catalog: Catalog) -> None:
+    """acidtables reads names regardless of case as Spark does, but Delta readers of the mirror match them
+    exactly: a file spelling a column or struct field otherwise would read as NULL there."""
+    table = catalog.create_table("m.cased", "id BIGINT, s STRUCT<a: INT>", properties=MIRRORED)
+    struct = pa.struct([("A", pa.int32())])
+    with pytest.raises(
+        InvalidArgumentError, match=r"spells ID \(the table's id\), s\.A \(the table's s\.a\) in another case"
+    ):
+        commit(table, {"ID": [1], "s": pa.array([{"A": 7}], struct)})
+    assert table.version == 0
+    commit(table, {"id": [1], "s": pa.array([{"a": 7}], pa.struct([("a", pa.int32())]))})
+    table.sync_mirror()
+    assert deltalake.DeltaTable(table.location).to_pyarrow_table().to_pylist() == [{"id": 1, "s": {"a": 7}}]
+
+
 def test_dropping_the_table_with_its_data_removes_its_delta_log(catalog: Catalog, events: Table) -> None:
     """Otherwise a Delta reader would still open the dropped table, then fail on its deleted files."""
     events.sync_mirror()

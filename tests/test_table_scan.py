@@ -193,6 +193,26 @@ def test_files_stored_under_other_names_and_narrower_types_read_as_the_table(cat
     assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [{"id": 1, "amount": 1.5}, {"id": 2, "amount": 2.5}]
 
 
+def test_struct_fields_stored_in_another_case_read_as_the_tables(catalog: Catalog) -> None:
+    """Spark's reader matches struct fields regardless of case, at any depth: so does the scan (a cast
+    alone would read a field spelled `A` as NULL)."""
+    table = catalog.create_table(
+        "s.nested_case", "id BIGINT, s STRUCT<a: INT, t: STRUCT<b: STRING>>, l ARRAY<STRUCT<c: INT>>"
+    )
+    stored = pa.table(
+        {
+            "id": [1],
+            "s": pa.array(
+                [{"A": 7, "T": {"B": "x"}}], pa.struct([("A", pa.int32()), ("T", pa.struct([("B", pa.string())]))])
+            ),
+            "l": pa.array([[{"C": 3}]], pa.list_(pa.struct([("C", pa.int32())]))),
+        }
+    )
+    add(table, stored)
+    assert table.scan().to_arrow().to_pylist() == [{"id": 1, "s": {"a": 7, "t": {"b": "x"}}, "l": [{"c": 3}]}]
+    assert [r["id"] for r in rows(table.scan(where="s.a = 7"))] == [1]
+
+
 def test_a_file_whose_commit_recorded_the_tables_columns_is_planned_without_reading_its_footer(
     catalog: Catalog,
 ) -> None:

@@ -103,7 +103,7 @@ from acidtables.core.maintenance.retention import ExpireReport, Retention, Vacuu
 from acidtables.core.mirror import MIRROR_PROPERTY, MirrorState, mirror_formats
 from acidtables.core.names import split_name
 from acidtables.core.process_exit import exit_process
-from acidtables.core.read import TableScan, arrow_type, partition_text, read_schema
+from acidtables.core.read import TableScan, arrow_type, named_as, partition_text, read_schema
 from acidtables.core.read import merge_on_read as merge_rows_on_read
 from acidtables.core.read import read_file as read_data_file
 from acidtables.core.schema.ddl import parse_schema
@@ -217,6 +217,7 @@ __all__ = [
     "merge_rows_on_read",
     "might_match",
     "mirror_formats",
+    "named_as",
     "parse_duration",
     "parse_predicate",
     "parse_schema",

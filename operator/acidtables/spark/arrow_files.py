@@ -26,6 +26,7 @@ from acidtables.core import (
     InvalidArgumentError,
     Storage,
     TableMetadata,
+    named_as,
 )
 from acidtables.core import merge_rows_on_read as merge_on_read
 from acidtables.core import read_data_file as read_file
@@ -137,6 +138,9 @@ def write_rows(
         return []  # a job never adds a file with no rows
     by_lower = {c.name.lower(): c.name for c in meta.columns}
     data = data.rename_columns([by_lower.get(n.lower(), n) for n in data.column_names])
+    # struct fields too are stored as the table spells them (a Delta mirror's readers match names exactly)
+    types = {f.name: f.type for f in read_schema(meta)}
+    data = pa.table({n: named_as(data[n], types[n]) if n in types else data[n] for n in data.column_names})
     _check_rows(meta, data)
     stored = [c.name for c in data_columns(meta)]
     if meta.primary_key:

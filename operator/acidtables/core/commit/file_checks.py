@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from acidtables.core.errors import InvalidArgumentError
 from acidtables.core.expressions import Literal
 from acidtables.core.log.records import DataFile, TableMetadata
+from acidtables.core.mirror import mirror_formats
 from acidtables.core.schema.file_schema import check_file_schema, stored_columns_digest
 from acidtables.core.storage.storage import DATA_DIR, HIVE_NULL, STAGING_PREFIX, Storage
 
@@ -80,7 +81,7 @@ def prove_new_file(storage: Storage, file: DataFile, txn_id: str, meta: TableMet
         raise InvalidArgumentError(
             f"{method}(): {path} holds {footer.num_rows} rows (Parquet footer) but its entry says {file.rows}"
         )
-    check_file_schema(footer, meta, file.kind, path, method)
+    check_file_schema(footer, meta, file.kind, path, method, exact_names="delta" in mirror_formats(meta))
     if meta.partition_by:
         check_partition_directories(path, file.partition, method)
     return stored_columns_digest(footer.schema.to_arrow_schema())

@@ -152,6 +152,37 @@ def plain_dataset(
     return ds.FileSystemDataset(kept, schema, _FORMAT, filesystem), others
 
 
+def _renamed(stored: pa.DataType, target: pa.DataType) -> pa.DataType:
+    """`stored` with each struct field (at any depth) named as `target` names it where the names match
+    regardless of case, as Spark's reader matches them; the layout stays the stored one."""
+    if pa.types.is_struct(stored) and pa.types.is_struct(target):
+        wanted = {target.field(i).name.lower(): target.field(i) for i in range(target.num_fields)}
+        fields = []
+        for i in range(stored.num_fields):
+            field = stored.field(i)
+            match = wanted.get(field.name.lower())
+            if match is not None:
+                field = field.with_name(match.name).with_type(_renamed(field.type, match.type))
+            fields.append(field)
+        return pa.struct(fields)
+    if pa.types.is_list(stored) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
+        return pa.list_(stored.value_field.with_type(_renamed(stored.value_type, target.value_type)))
+    if pa.types.is_large_list(stored) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
+        return pa.large_list(stored.value_field.with_type(_renamed(stored.value_type, target.value_type)))
+    if pa.types.is_map(stored) and pa.types.is_map(target):
+        return pa.map_(stored.key_field, stored.item_field.with_type(_renamed(stored.item_type, target.item_type)))
+    return stored
+
+
+def named_as(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    """`column` with its struct fields named as `target` names them (a cast would leave a field spelled
+    in another case NULL)."""
+    renamed = _renamed(column.type, target)
+    if renamed.equals(column.type):
+        return column
+    return pa.chunked_array([chunk.view(renamed) for chunk in column.chunks], renamed)
+
+
 def read_file(
     meta: TableMetadata, storage: Storage, file: DataFile, schema: pa.Schema, *, helpers: bool = False
 ) -> pa.Table:
@@ -173,7 +204,7 @@ def read_file(
             scalar = partition_scalar(field.type, file.partition.get(field.name))
             columns[field.name] = pa.repeat(scalar, rows)
         elif field.name.lower() in by_lower:
-            columns[field.name] = stored[by_lower[field.name.lower()]].cast(field.type)
+            columns[field.name] = named_as(stored[by_lower[field.name.lower()]], field.type).cast(field.type)
         else:
             columns[field.name] = pa.nulls(rows, field.type)
     if helpers:

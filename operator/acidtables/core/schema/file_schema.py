@@ -158,8 +158,34 @@ def stored_columns_digest(schema: pa.Schema) -> str:
     return hashlib.sha256(spelled.encode()).hexdigest()[:_DIGEST_DIGITS]
 
 
-def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> list[str]:
-    """What makes a file with this footer unreadable as rows of `meta` (empty when it is fine)."""
+def names_in_other_case(file_type: pa.DataType, table_type: str, path: str) -> list[str]:
+    """Struct fields (at any depth under `path`) the file spells in another case than the table."""
+    head = table_type.strip().split("<", 1)[0].strip().upper()
+    if head == "ARRAY" and (pa.types.is_list(file_type) or pa.types.is_large_list(file_type)):
+        return names_in_other_case(file_type.value_type, inner_type(table_type), f"{path}[]")
+    if head == "MAP" and pa.types.is_map(file_type):
+        _, value = [p.strip() for p in split_top_level(inner_type(table_type))]
+        return names_in_other_case(file_type.item_type, value, f"{path}{{}}")
+    if head != "STRUCT" or not pa.types.is_struct(file_type):
+        return []
+    stored = {file_type.field(i).name.lower(): file_type.field(i) for i in range(file_type.num_fields)}
+    found: list[str] = []
+    for part in [p.strip() for p in split_top_level(inner_type(table_type))]:
+        name, _, field_type = part.partition(":")
+        name = name.strip().strip("`")
+        field = stored.get(name.lower())
+        if field is None:
+            continue
+        if field.name != name:
+            found.append(f"{path}.{field.name} (the table's {path}.{name})")
+        found += names_in_other_case(field.type, field_type.strip(), f"{path}.{name}")
+    return found
+
+
+def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind, *, exact_names: bool = False) -> list[str]:
+    """What makes a file with this footer unreadable as rows of `meta` (empty when it is fine).
+    `exact_names`: names (struct fields too) must be spelled as the table spells them, not just match
+    regardless of case as Spark's reader does (a Delta mirror's readers match them exactly)."""
     problems: list[str] = []
     try:
         schema = footer.schema.to_arrow_schema()
@@ -180,6 +206,7 @@ def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> li
         stored[field.name.lower()] = field
     partition = {p.lower() for p in meta.partition_by}
     keys = {k.lower() for k in meta.primary_key}
+    other_case: list[str] = []
     for column in meta.columns:
         field = stored.pop(column.name.lower(), None)
         if field is None:
@@ -190,12 +217,21 @@ def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> li
             elif not column.nullable:
                 problems.append(f"NOT NULL column {column.name} ({column.type}) is missing")
             continue
+        if exact_names:
+            if field.name != column.name:
+                other_case.append(f"{field.name} (the table's {column.name})")
+            other_case += names_in_other_case(field.type, column.type, column.name)
         if not readable_as(field.type, column.type):
             problems.append(f"column {column.name} is {_type_text(field.type)}, which cannot be read as {column.type}")
         elif column.name.lower() in keys and column.name.lower() not in partition:
             nulls, _ = _nulls_and_values(footer, field.name)
             if nulls:
                 problems.append(f"primary-key column {column.name} holds {nulls} NULL(s)")
+    if other_case:
+        problems.append(
+            f"it spells {', '.join(other_case)} in another case, which readers of the table's Delta mirror "
+            "(mirror.formats=delta) do not match"
+        )
     if meta.primary_key:
         op = stored.pop(OP_COLUMN, None)
         if op is not None and not (pa.types.is_string(op.type) or pa.types.is_large_string(op.type)):
@@ -217,9 +253,11 @@ def file_schema_problems(footer: Any, meta: TableMetadata, kind: FileKind) -> li
     return problems
 
 
-def check_file_schema(footer: Any, meta: TableMetadata, kind: FileKind, path: str, method: str) -> None:
+def check_file_schema(
+    footer: Any, meta: TableMetadata, kind: FileKind, path: str, method: str, *, exact_names: bool = False
+) -> None:
     """InvalidArgumentError naming every problem `file_schema_problems` finds in the file at `path`."""
-    problems = file_schema_problems(footer, meta, kind)
+    problems = file_schema_problems(footer, meta, kind, exact_names=exact_names)
     if problems:
         raise InvalidArgumentError(
             f"{method}(): {path} cannot be read as rows of {meta.name} ({meta.schema_ddl}"

@@ -6,12 +6,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from tests.helpers.object_store import BUCKET, s3_endpoint  # noqa: F401 (the fixture)
-from tests.jobs import compact, stage
+from tests.jobs import compact, seed_partition, stage
 from tests.test_object_store import stage as stage_object
 
 from acidtables import Catalog, Table
@@ -280,6 +281,44 @@ def _appends_then_compaction(table: Table, clock: Clock, appends: int = 4) -> li
 
 def _quiet(catalog: Catalog, name: str) -> Table:
     return catalog.create_table(name, schema="id BIGINT, token STRING, dt STRING", partition_by=["dt"])
+
+
+@pytest.mark.parametrize("how", ["deletion vector", "restore"])
+def test_a_file_removed_long_ago_and_added_back_is_judged_by_its_latest_removal(
+    timed: Catalog, clock: Clock, how: str
+) -> None:
+    """A deletion vector's update removes a file's entry and adds the same path back; a restore adds back
+    a path removed long ago. Compacted away a moment ago, such a file left the table a moment ago, and a
+    reader that planned before the compaction still reads it: vacuum must judge it by that removal."""
+    table = timed.create_table("ns.again", "id BIGINT, token STRING, dt STRING", partition_by=["dt"],
+                               row_level_concurrency=how == "deletion vector")  # fmt: skip
+    seed_partition(table, "a", files=1)
+    [file] = table.snapshot().files
+    clock.advance(200)
+    if how == "deletion vector":
+        with table.begin("delete") as tx:
+            tx.remove_files([file])
+            tx.add_files([replace(file, deletion_vector=(0,), added_version=None)])
+            tx.commit()
+    else:
+        with table.begin("insert_overwrite") as tx:
+            tx.remove_files([file])
+            tx.add_files([stage(tx, "a")])
+            tx.commit()
+        clock.advance(1)
+        table.restore(version=1)
+    clock.advance(200)
+    pinned = table.snapshot()
+    assert file.path in pinned.files_by_path
+    compact(table, "a").tx.commit()  # now: the file leaves the table
+    table.expire(retain_versions=1)
+    assert file.path not in table.vacuum(dry_run=True).paths
+    table.vacuum()
+    assert Path(table.location, file.path).exists(), "a file that left the table a moment ago was vacuumed"
+    assert pinned.version < table.version
+    clock.advance(24 * 7 + 1)  # once the removal is older than the retention, it goes
+    table.expire(retain_versions=1)
+    assert file.path in table.vacuum().paths
 
 
 def test_expire_and_vacuum_after_a_compaction_on_a_quiet_table_free_its_inputs(timed: Catalog, clock: Clock) -> None:

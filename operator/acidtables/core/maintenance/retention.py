@@ -225,15 +225,24 @@ def vacuum(
     removed_before = min(cutoff, now - int(window * 1_000_000))
     head = int(coordinator.read_head(table_id).value["version"])
 
-    removed: dict[str, int] = {}  # path -> recorded size, of files removed at judged versions
+    # path -> recorded size, of files whose latest removal is at a judged version: a path added again
+    # (a deletion vector's update, a restore) was live after that removal, so only a later one counts
+    removed: dict[str, int] = {}
     judged_upto = retention.vacuumed_upto
+    judging = True
     if floor > retention.vacuumed_upto:
         for entry in log.read(retention.vacuumed_upto, floor):
             record = services.decode_log_entry(location, entry)
-            if record.committed_at > removed_before:
-                break  # it and everything after it left the table too recently: the next run judges them
-            removed.update((f.path, f.size_bytes) for f in record.removes)
-            judged_upto = record.version
+            if judging and record.committed_at > removed_before:
+                judging = False  # it and everything after it left the table too recently: the next run judges them
+            if judging:
+                removed.update((f.path, f.size_bytes) for f in record.removes)
+                for f in record.adds:
+                    removed.pop(f.path, None)
+                judged_upto = record.version
+            else:  # a path these add or remove again was live after its judged removal: judged later
+                for f in (*record.adds, *record.removes):
+                    removed.pop(f.path, None)
     # of those, what any retained version reads: the snapshot at the floor (looked up by path, so a
     # table of a million files is not listed) and every file added after it
     live: set[str] = set()

@@ -140,6 +140,20 @@ def test_deleting_an_acidtable_follows_its_deletion_policy(
     assert still_there is kept
 
 
+def test_deletion_policy_delete_never_drops_a_table_the_acidtable_did_not_manage(
+    op: KmockOperator, catalog: Catalog
+) -> None:
+    """Someone else's sales.orders, of another definition: the AcidTable never adopts it (Definition
+    Mismatch), so deleting the AcidTable, even with deletionPolicy Delete, leaves it and its data."""
+    theirs = catalog.create_table("sales.orders", schema="id BIGINT NOT NULL, note STRING")
+    create(op, "acidtables", table_resource("orders", deletionPolicy="Delete"))
+    event_with(op, "orders", "DefinitionMismatch")
+    op.request("DELETE", f"{GROUP}/namespaces/{NS}/acidtables/orders")
+    released = event_with(op, "orders", "Released")
+    assert "kept: this AcidTable never managed a table" in released["message"]
+    assert catalog.table("sales.orders").table_id == theirs.table_id
+
+
 def namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 

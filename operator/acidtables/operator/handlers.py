@@ -140,12 +140,22 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
         context.follow(result.table, namespace, name, spec)
 
     @kopf.on.delete(GROUP, VERSION, "acidtables", registry=registry)
-    def release_table(body: kopf.Body, spec: kopf.Spec, name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    def release_table(
+        body: kopf.Body,
+        spec: kopf.Spec,
+        status: kopf.Status,
+        name: str,
+        namespace: str | None,
+        memo: Any,
+        **_: Any,
+    ) -> None:
         assert namespace is not None
         context: OperatorContext = memo
         policy = spec.get("deletionPolicy", "Retain")
         try:
-            said = tables.release(context.catalog, namespace, name, deletion_policy=policy)
+            said = tables.release(
+                context.catalog, namespace, name, deletion_policy=policy, managed_id=status.get("tableId")
+            )
         except CoordinatorUnavailable as exc:
             raise kopf.TemporaryError(str(exc), delay=10) from exc
         context.unfollow(namespace, name)

@@ -71,12 +71,25 @@ def reconcile(
     return Reconciled(table, "unchanged" if known_id == table.table_id else "adopted")
 
 
-def release(catalog: Catalog, namespace: str, name: str, *, deletion_policy: str) -> str:
+def release(catalog: Catalog, namespace: str, name: str, *, deletion_policy: str, managed_id: str | None) -> str:
     """On deletion of the resource: `Retain` leaves the table (files and etcd keys) for a later
-    AcidTable to adopt; `Delete` drops it with every file it wrote. Returns what was done, in words."""
+    AcidTable to adopt; `Delete` drops it with every file it wrote, but only the table the resource
+    managed (`managed_id`, its status.tableId): a table of that name it never created or adopted (its
+    definition did not match, its spec was invalid) or one dropped and made again since is someone
+    else's, and is left alone. Returns what was done, in words."""
     full = catalog_name(namespace, name)
     if deletion_policy != "Delete":
         return f"table {full} retained (deletionPolicy Retain)"
+    try:
+        table_id = catalog.table(full).table_id
+    except TableNotFoundError:
+        return f"table {full} was already gone"
+    if managed_id != table_id:
+        managed = "never managed a table" if managed_id is None else f"managed table id {managed_id}"
+        return (
+            f"table {full} kept: this AcidTable {managed}, and the table of that name is table id {table_id}, "
+            "so deletionPolicy Delete does not drop it"
+        )
     try:
         report = catalog.drop_table(full, delete_data=True)
     except TableNotFoundError:

@@ -203,6 +203,15 @@ def test_a_compaction_job_creates_its_driver_pod_with_the_job_in_its_command(op:
     event_with(op, "compact", "Started")
 
 
+@pytest.mark.parametrize(("size", "in_bytes"), [("512Ki", 524288), ("1.5Gi", 1610612736), ("128M", 128000000)])
+def test_every_size_the_crd_accepts_reaches_the_driver_in_bytes(op: KmockOperator, size: str, in_bytes: int) -> None:
+    """`Ki` once failed to parse after the CRD had accepted it: no driver, no status, a timer retrying."""
+    ready_table(op)
+    create(op, "compactionjobs", job_resource("sized", table="orders", targetFileBytes=size))
+    command = driver_pod(op, "sized")["spec"]["containers"][0]["command"]
+    assert command[command.index("--target-file-bytes") + 1] == str(in_bytes)
+
+
 def test_a_succeeded_driver_ends_the_job_and_the_tables_compacting_within_seconds(op: KmockOperator) -> None:
     ready_table(op)
     create(op, "compactionjobs", job_resource("compact", table="orders"))

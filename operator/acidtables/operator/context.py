@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from acidtables.core import (
     AcidTablesError,
     Catalog,
     ChangeFeed,
+    InvalidArgumentError,
     KeyChange,
     LiveRowCounter,
     Resync,
@@ -51,9 +53,17 @@ def quantity_bytes(value: object, default: int) -> int:
         return default
     if isinstance(value, int):
         return value
-    text = str(value)
-    number = text.rstrip("kMGTi")
-    return int(float(number) * _UNITS[text[len(number) :]])
+    found = _QUANTITY.match(str(value).strip())
+    if found is None:
+        raise InvalidArgumentError(
+            f"{value!r} is not a size in bytes; write it like '134217728', '128M', '128Mi' or '512Ki'"
+        )
+    number, unit = found.groups()
+    return int(float(number) * _UNITS[unit or ""])
+
+
+#: the CRDs' own pattern for a size
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 class StatusFollower:

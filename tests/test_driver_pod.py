@@ -330,3 +330,26 @@ def test_spark_log_level_info_in_a_jobs_conf_reaches_the_drivers_log(tmp_path: P
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r" INFO TaskSetManager: Starting task 0\.0 in stage 0\.0", done.stderr), done.stderr[-3000:]
+
+
+def test_a_job_whose_spark_will_not_stop_still_writes_its_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JVM that died makes SparkSession.stop() raise: the outcome (with the real error) must still reach
+    the termination log, or the operator can only say the driver ended without one."""
+    from acidtables.jobs import compact
+
+    def broken_jvm(*_: Any, **__: Any) -> None:
+        raise ConnectionRefusedError("py4j: the JVM is gone")
+
+    monkeypatch.setattr(compact, "_session", lambda args: object())
+    monkeypatch.setattr(compact, "stop_session", broken_jvm)
+
+    def lost_executors() -> None:
+        raise RuntimeError("lost executors")
+
+    monkeypatch.setattr(compact.Catalog, "connect", staticmethod(lost_executors))
+    log = tmp_path / "termination-log"
+    code = compact.main(["--table", "sales.orders", "--type", "minor", "--job-id", "j", "--termination-log", str(log)])
+    outcome = json.loads(log.read_text())
+    assert code != 0 and outcome["phase"] == "Failed" and "RuntimeError: lost executors" in outcome["message"]

@@ -63,6 +63,8 @@ def test_expire_then_vacuum_from_the_command_line(capsys: pytest.CaptureFixture[
     ("argv", "message"),
     [
         (["expire", "sales.daily", "--retain-duration", "1h"], "shorter than the safety minimum 168h"),
+        # a number of seconds, as docs/retention.md allows: read as 3600 seconds, then judged as 1h is
+        (["expire", "sales.daily", "--retain-duration", "3600"], "shorter than the safety minimum 168h"),
         (["vacuum", "sales.daily", "--retain-duration", "a week"], "retain_duration='a week' is not a duration"),
         (["expire", "sales.daily", "--retain-versions", "0"], "must be at least 1"),
         (["expire", "sales.nothing"], "no table sales.nothing"),

@@ -14,6 +14,8 @@ from acidtables.core.errors import InvalidArgumentError
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _WHOLE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
+#: seconds as a number, as a string gives it (the CLI's, an environment variable's)
+_SECONDS = re.compile(r"\d+(?:\.\d+)?")
 
 DurationLike = str | int | float | timedelta
 
@@ -28,6 +30,8 @@ def parse_duration(value: DurationLike, *, argument: str, method: str) -> timede
         seconds = float(value)
     elif isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
         seconds = sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(value.strip()))
+    elif isinstance(value, str) and _SECONDS.fullmatch(value.strip()):
+        seconds = float(value)
     else:
         raise InvalidArgumentError(
             f"{method}(): {argument}={value!r} is not a duration; write it like '168h', '7d', '1h30m' or a number "

@@ -740,6 +740,24 @@ def test_a_finished_automatic_job_is_deleted_after_its_ttl(op: KmockOperator) ->
     )
 
 
+@pytest.mark.parametrize(
+    "op", [{"autocompact_interval_seconds": 0.5, "autocompact_backoff": timedelta(seconds=0)}], indirect=True
+)
+def test_a_job_that_exists_for_the_tables_version_is_reported_not_created_again(op: KmockOperator) -> None:
+    """The job an unchanged table would get is the one that failed, still kept for its TTL: the status says
+    so, never that it created it again."""
+    check_automatic_compaction(op)
+    (job,) = automatic_jobs(op)
+    name = job["metadata"]["name"]
+    driver_pod(op, name)
+    with_condition(op, "compactionjobs", name, "Finished", "False")  # the operator's own patch, after the pod
+    failed = {"phase": "Failed", "completionTime": conditions.now()}
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/compactionjobs/{name}/status", {"status": failed})
+    said = auto_compaction(op, "JobExists", "auto")["message"]
+    assert said.startswith(f"CompactionJob {name} exists already, for this version of the table")
+    assert [j["metadata"]["uid"] for j in automatic_jobs(op)] == [job["metadata"]["uid"]]
+
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "orders.yaml"
 
 
@@ -809,6 +827,10 @@ def test_automatic_compaction_with_the_examples_thresholds_says_what_it_waits_fo
     op.request("PATCH", f"{GROUP}/namespaces/{NS}/compactionjobs/{name}/status", {"status": lost})
     backing_off = auto_compaction(op, "BackingOff")["message"]
     assert backing_off.startswith("the last 1 automatic job(s) lost a conflict to a concurrent commit: the next is")
+    # a job that failed is not created again at once either (a job failing for good, on a busy table)
+    failed = {"phase": "Failed", "completionTime": conditions.now()}
+    op.request("PATCH", f"{GROUP}/namespaces/{NS}/compactionjobs/{name}/status", {"status": failed})
+    auto_compaction(op, "BackingOff", starting="the last 1 automatic job(s) failed: the next is not created before")
 
 
 @pytest.mark.parametrize("op", [{"autocompact_interval_seconds": 0.5}], indirect=True)

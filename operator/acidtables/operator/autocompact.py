@@ -128,7 +128,7 @@ def choose(
 class Verdict:
     """What automatic compaction did or is waiting for, as `status.autoCompaction` shows it."""
 
-    #: CamelCase: Off, BelowThresholds, WritersBusy, JobRunning, BackingOff, JobCreated
+    #: CamelCase: Off, BelowThresholds, WritersBusy, JobRunning, BackingOff, JobExists, JobCreated
     reason: str
     message: str
 

@@ -237,10 +237,10 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
             return
         backoff = _backoff(jobs, context.config.autocompact_backoff)
         if backoff is not None and now < backoff[1]:
-            streak, until = backoff
-            say(autocompact.Verdict("BackingOff", f"the last {streak} automatic job(s) lost a conflict to a "
-                                    f"concurrent commit: the next is not created before {conditions.stamp(until)} "
-                                    "(the backoff doubles per conflict in a row)"))  # fmt: skip
+            streak, until, why = backoff
+            say(autocompact.Verdict("BackingOff", f"the last {streak} automatic job(s) {why}: the next is not "
+                                    f"created before {conditions.stamp(until)} (the backoff doubles per job in a row "
+                                    "that did not succeed)"))  # fmt: skip
             return
         table = context.catalog.table(catalog_name(namespace, name))
         thresholds = autocompact.Thresholds.from_spec(compaction)
@@ -283,9 +283,14 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
                 "ttlSecondsAfterFinished": context.config.autocompact_job_ttl_seconds,
             },
         }
-        if context.kube.create_job(job):
-            logger.info("%s/%s: automatic compaction: %s", namespace, name, choice.reason)
-            kopf.info(body, reason="AutoCompaction", message=f"{job_name}: {choice.reason}")
+        if not context.kube.create_job(job):
+            # the same decision on the same version was taken before: that job ended and is still kept (its
+            # ttlSecondsAfterFinished), and nothing changed since that would make another one different
+            said = f"CompactionJob {job_name} exists already, for this version of the table: no other is created"
+            say(autocompact.Verdict("JobExists", f"{said} until the table changes or that job is deleted"))
+            return
+        logger.info("%s/%s: automatic compaction: %s", namespace, name, choice.reason)
+        kopf.info(body, reason="AutoCompaction", message=f"{job_name}: {choice.reason}")
         say(autocompact.Verdict("JobCreated", f"created CompactionJob {job_name}: {choice.reason}"))
 
     maintenance_settings = maintenance.settings_from(config.maintenance_interval_seconds, config.archive_quiet_seconds)
@@ -382,16 +387,23 @@ def _automatic(job: dict[str, Any]) -> bool:
     return (job["metadata"].get("labels") or {}).get(AUTOMATIC_LABEL) == "true"
 
 
-def _backoff(jobs: list[dict[str, Any]], first_backoff: timedelta) -> tuple[int, datetime] | None:
-    """After n automatic jobs that lost conflicts in a row: (n, the end of the last plus
-    first_backoff x 2^(n-1), before which no automatic job is created); None after none."""
+#: how an automatic job that did not succeed ended, in the BackingOff message
+_UNSUCCESSFUL = {"Conflicted": "lost a conflict to a concurrent commit", "Failed": "failed"}
+
+
+def _backoff(jobs: list[dict[str, Any]], first_backoff: timedelta) -> tuple[int, datetime, str] | None:
+    """After n automatic jobs in a row that lost conflicts or failed: (n, the end of the last plus
+    first_backoff x 2^(n-1), before which no automatic job is created, and how they ended in words);
+    None after none. A job that keeps failing is not created again at every write to the table."""
     automatic = sorted((j for j in jobs if _automatic(j)), key=lambda j: str(j["metadata"].get("creationTimestamp")))
-    streak = 0
+    phases: list[str] = []
     for job in reversed(automatic):
-        if (job.get("status") or {}).get("phase") != "Conflicted":
+        phase = (job.get("status") or {}).get("phase")
+        if phase not in _UNSUCCESSFUL:
             break
-        streak += 1
-    if streak == 0:
+        phases.append(phase)
+    if not phases:
         return None
     ended = compactions.parse_time((automatic[-1].get("status") or {}).get("completionTime"))
-    return None if ended is None else (streak, ended + first_backoff * 2 ** (streak - 1))
+    why = " or ".join(_UNSUCCESSFUL[p] for p in dict.fromkeys(phases))
+    return None if ended is None else (len(phases), ended + first_backoff * 2 ** (len(phases) - 1), why)

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from acidtables.operator.compactions import TableState, decide, executor_deadline
+from acidtables.operator.compactions import TableState, decide, executor_deadline, waits_for_nothing_but_its_ttl
 from acidtables.operator.executor_failures import census, last_words
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
@@ -81,6 +81,16 @@ def test_a_finished_job_is_deleted_after_its_ttl_and_not_before() -> None:
     assert decide({}, done, None, NOW, ttl_seconds=101).delete_job is False
     assert decide({}, done, None, NOW, ttl_seconds=100).delete_job is True
     assert decide({}, done, None, NOW).delete_job is False
+
+
+def test_a_finished_job_needs_no_request_until_its_ttl_is_due() -> None:
+    """The operator's 2 s timer fires for every kept job: a finished one is judged from the status kopf
+    holds, with no read of the job or its pod, until its TTL is due (then decide deletes it)."""
+    done = {"phase": "Failed", "completionTime": stamp(NOW - timedelta(seconds=100))}
+    assert waits_for_nothing_but_its_ttl({}, done, NOW)  # no TTL: kept, never touched again
+    assert waits_for_nothing_but_its_ttl({"ttlSecondsAfterFinished": 101}, done, NOW)
+    assert not waits_for_nothing_but_its_ttl({"ttlSecondsAfterFinished": 100}, done, NOW)
+    assert not waits_for_nothing_but_its_ttl({}, {"phase": "Running", "attempts": 1}, NOW)
 
 
 def unschedulable(message: str) -> dict[str, Any]:

@@ -241,6 +241,14 @@ def creation_refused(spec: Mapping[str, Any], attempts: int, now: datetime, refu
     return decision
 
 
+def waits_for_nothing_but_its_ttl(spec: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> bool:
+    """A finished job whose TTL (if any) is not due: `decide` would do nothing, so nothing need be read."""
+    if status.get("phase") not in TERMINAL:
+        return False
+    ttl, finished = spec.get("ttlSecondsAfterFinished"), parse_time(status.get("completionTime"))
+    return ttl is None or finished is None or now < finished + timedelta(seconds=int(ttl))
+
+
 def decide(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],

@@ -139,7 +139,8 @@ def _step(context: OperatorContext, job: dict[str, Any], post_event: EventPoster
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     namespace, name, generation = meta["namespace"], meta["name"], meta.get("generation")
     attempts = int(status.get("attempts") or 0)
-    pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts else None
+    finished = status.get("phase") in compactions.TERMINAL  # decided on the status alone: no pod to read
+    pod = context.kube.read_pod(namespace, compactions.pod_name(name, attempts)) if attempts and not finished else None
     starting = attempts == 0 and status.get("phase") not in compactions.TERMINAL
     now = datetime.now(UTC)
     census = None

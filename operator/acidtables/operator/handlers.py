@@ -166,11 +166,16 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
 
     # backoff: a step that failed (the API server away) is tried again after this long, not kopf's minute
     @kopf.timer(GROUP, VERSION, "compactionjobs", interval=JOB_TIMER_SECONDS, backoff=5, registry=registry)
-    def drive_compaction(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    def drive_compaction(
+        spec: kopf.Spec, status: kopf.Status, name: str, namespace: str | None, memo: Any, **_: Any
+    ) -> None:
         """A CompactionJob's time-based steps (the first attempt, a retry that is due, a driver that
         never started, the TTL after the end); its driver pod's changes come through `follow_driver`.
-        Idempotent (driving.step reads the job afresh), so a restarted operator continues from the status."""
+        Idempotent (driving.step reads the job afresh), so a restarted operator continues from the status.
+        A finished job waits only for its TTL: until then it costs no request (kept ones add up)."""
         assert namespace is not None  # both kinds are namespaced (the CRDs say so)
+        if compactions.waits_for_nothing_but_its_ttl(spec, status, datetime.now(UTC)):
+            return
         driving.step(memo, namespace, name, post)
 
     @kopf.on.event("", "v1", "pods", labels={JOB_LABEL: kopf.PRESENT}, registry=registry)

@@ -256,6 +256,8 @@ def test_every_rule_has_a_spec_it_refuses() -> None:
         job(type="cluster", clusterBy=["id"]),
         table(mirror=["delta"]),
         table(primaryKey=["id"], mirror=[]),
+        job(table="orders-v2"),  # an AcidTable's own name, which automatic compaction writes
+        job(table="orders_v2"),  # its catalog spelling
     ],
     ids=[
         "maxcompute with a key",
@@ -267,6 +269,8 @@ def test_every_rule_has_a_spec_it_refuses() -> None:
         "cluster job",
         "a mirror",
         "mirror off with a key",
+        "a table name with a hyphen",
+        "its catalog spelling",
     ],
 )
 def test_a_spec_each_rule_allows_is_accepted(resource: dict[str, Any]) -> None:

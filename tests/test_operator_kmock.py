@@ -212,6 +212,17 @@ def test_every_size_the_crd_accepts_reaches_the_driver_in_bytes(op: KmockOperato
     assert command[command.index("--target-file-bytes") + 1] == str(in_bytes)
 
 
+@pytest.mark.parametrize("spelled", ["orders-v2", "orders_v2"])
+def test_a_job_names_a_hyphenated_acidtable_either_way(op: KmockOperator, spelled: str) -> None:
+    """docs' `orders-v2`: a job may name it as the resource does or as the catalog does (`orders_v2`);
+    either way it compacts sales.orders_v2 and the AcidTable shows it Compacting."""
+    ready_table(op, "orders-v2")
+    create(op, "compactionjobs", job_resource("compact", table=spelled))
+    command = driver_pod(op, "compact")["spec"]["containers"][0]["command"]
+    assert command[command.index("--table") + 1] == "sales.orders_v2"
+    with_condition(op, "acidtables", "orders-v2", "Compacting", "True")
+
+
 def test_a_succeeded_driver_ends_the_job_and_the_tables_compacting_within_seconds(op: KmockOperator) -> None:
     ready_table(op)
     create(op, "compactionjobs", job_resource("compact", table="orders"))

@@ -34,6 +34,17 @@ def catalog_name(namespace: str, name: str) -> str:
     return f"{namespace.replace('-', '_')}.{name.replace('-', '_')}"
 
 
+def resource_name(table: str) -> str:
+    """The AcidTable a CompactionJob's `spec.table` names: its name as the resource spells it (`-`), given
+    either way (`orders-v2` or, as the catalog spells it, `orders_v2`)."""
+    return table.replace("_", "-")
+
+
+def same_table(a: str, b: str) -> bool:
+    """Whether two spellings of a table in one namespace (`orders-v2`, `orders_v2`) name the same table."""
+    return a.replace("-", "_") == b.replace("-", "_")
+
+
 @dataclass(frozen=True)
 class TableDefinition:
     columns: tuple[Column, ...]

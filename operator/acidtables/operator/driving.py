@@ -20,7 +20,7 @@ from acidtables.core import TableNotFoundError
 
 from . import compactions, conditions, executor_failures
 from .context import OperatorContext
-from .definition import catalog_name
+from .definition import catalog_name, resource_name, same_table
 from .pods import ATTEMPT_LABEL, JOB_LABEL, driver_pod
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def running_jobs(jobs: Sequence[Mapping[str, Any]], table: str) -> list[str]:
     return sorted(
         j["metadata"]["name"]
         for j in jobs
-        if (j.get("spec") or {}).get("table") == table
+        if same_table(str((j.get("spec") or {}).get("table")), table)
         and (j.get("status") or {}).get("phase") not in compactions.TERMINAL
         and not j["metadata"].get("deletionTimestamp")
     )
@@ -80,6 +80,7 @@ def refresh_compacting(context: OperatorContext, namespace: str, table: str) -> 
     written back only onto the version they were read from (a job applied with its table steps while
     the operator makes the table Ready: an unconditional write would take Ready away again), read
     afresh when another writer came in between."""
+    table = resource_name(table)
     for _ in range(REFRESH_ATTEMPTS):
         resource = context.kube.read_table(namespace, table)
         if resource is None:
@@ -102,7 +103,7 @@ def refresh_compacting(context: OperatorContext, namespace: str, table: str) -> 
 def table_state(context: OperatorContext, namespace: str, table: str) -> compactions.TableState:
     """Whether the AcidTable `table` of the namespace is Ready for a job to start on it. A table in
     the catalog that no AcidTable declares (one a writer created) is ready as it is."""
-    resource = context.kube.read_table(namespace, table)
+    resource = context.kube.read_table(namespace, resource_name(table))
     if resource is None:
         try:
             context.catalog.table(catalog_name(namespace, table))

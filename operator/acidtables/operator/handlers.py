@@ -25,7 +25,7 @@ from acidtables.core import (
 from . import autocompact, compactions, conditions, driving, executor_failures, maintenance, mirroring, tables
 from .config import OperatorConfig
 from .context import OperatorContext
-from .definition import catalog_name
+from .definition import catalog_name, same_table
 from .health import Health, heartbeat
 from .pods import JOB_LABEL
 from .status import table_status
@@ -220,7 +220,7 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
         assert namespace is not None
         context: OperatorContext = memo
         now = datetime.now(UTC)
-        jobs = [j for j in context.kube.list_jobs(namespace) if j["spec"].get("table") == name]
+        jobs = [j for j in context.kube.list_jobs(namespace) if same_table(str(j["spec"].get("table")), name)]
         running = driving.running_jobs(jobs, name)
         updated = driving.compacting_conditions(status.get("conditions"), running, meta.get("generation"))
         if updated is not None:

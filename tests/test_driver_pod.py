@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acidtables.core import InvalidArgumentError, ObjectStore
+from acidtables.core import Catalog, InvalidArgumentError, ObjectStore
 from acidtables.jobs.compact import EXECUTOR_TEMPLATE_VARIABLE, api_server_url, build_parser, spark_conf
 from acidtables.operator.config import ETCD_TLS_DIR, OperatorConfig
 from acidtables.operator.executors import executor_template
@@ -348,7 +348,7 @@ def test_a_job_whose_spark_will_not_stop_still_writes_its_outcome(
     def lost_executors() -> None:
         raise RuntimeError("lost executors")
 
-    monkeypatch.setattr(compact.Catalog, "connect", staticmethod(lost_executors))
+    monkeypatch.setattr(Catalog, "connect", staticmethod(lost_executors))
     log = tmp_path / "termination-log"
     code = compact.main(["--table", "sales.orders", "--type", "minor", "--job-id", "j", "--termination-log", str(log)])
     outcome = json.loads(log.read_text())

@@ -560,11 +560,13 @@ def test_time_travel_carries_a_part_that_changes_no_data_only_with_the_rest_of_i
     part of a multi-table transaction whose other part inserts, it must be seen exactly when that insert
     is: not as of a time before the transaction, as an ALTER alone still is."""
     a, b = _table(catalog, "s.a", "delta"), _table(catalog, "s.b", "delta")
-    inserted = []
+    inserted: list[datetime] = []
     for table in (a, b):
         with table.begin("insert_into") as tx:
             _append(tx, "x")
-            inserted.append(tx.commit().time_version)
+            when = tx.commit().time_version
+            assert when is not None  # a data change has a time version
+            inserted.append(when)
     before = max(inserted)
     with b.begin("alter") as alone:  # after `before`, alone: carried forward as it always was
         alone.update_metadata(add_columns="note STRING")
@@ -576,9 +578,11 @@ def test_time_travel_carries_a_part_that_changes_no_data_only_with_the_rest_of_i
     pinned = catalog.snapshots([a.name, b.name], timestamp=before)
     assert (pinned[a.name].version, pinned[b.name].version) == (1, 2), "the transaction was seen in part"
     assert "region" not in [c.name for c in pinned[b.name].metadata.columns]
-    at = catalog.snapshots([a.name, b.name], timestamp=group.committed[a.name].time_version)
+    group_time = group.committed[a.name].time_version
+    assert group_time is not None
+    at = catalog.snapshots([a.name, b.name], timestamp=group_time)
     assert (at[a.name].version, at[b.name].version) == (2, 3)
-    assert b.version_at(before) == 2 and b.version_at(group.committed[a.name].time_version) == 3
+    assert b.version_at(before) == 2 and b.version_at(group_time) == 3
 
 
 def test_snapshots_refuse_bad_input(catalog: Catalog) -> None:

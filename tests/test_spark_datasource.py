@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
-from tests.helpers.tables import source_options
+from tests.helpers.tables import source_options, write_part
 
 from acidtables import Catalog
 from acidtables.spark import SparkTable
-from acidtables.spark.datasource import OPEN_COST_BYTES, TASK_BYTES, packed_tasks
+from acidtables.spark.datasource import OPEN_COST_BYTES, TASK_BYTES, AcidTablesDataSource, packed_tasks
 
 SCHEMA = "id BIGINT, dt STRING, amount DOUBLE"
 options = source_options
@@ -60,6 +60,22 @@ def test_a_write_with_the_wrong_schema_is_refused_and_leaves_nothing(spark: Spar
     table = catalog.table("ds.strict")
     assert table.version == 0
     assert table.storage.list_dir("data") == []
+
+
+def test_a_planned_write_counts_as_running_while_its_tasks_stage_files(catalog: Catalog) -> None:
+    """Spark plans a write in one Python worker (`writer`, which begins the transaction), stages its files
+    in tasks, and commits in another worker. The transaction's id carries the planning catalog's lease:
+    that catalog must stay open, or cleanup() takes the write for dead and deletes what its tasks stage."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    table = catalog.create_table("ds.planned", schema=SCHEMA)
+    struct = StructType(
+        [StructField("id", LongType()), StructField("dt", StringType()), StructField("amount", DoubleType())]
+    )
+    writer = AcidTablesDataSource({**options(catalog), "path": table.name}).writer(struct, False)
+    staged = write_part(table.storage.absolute(table.storage.staging_dir(writer.state.txn_id)), "part-0.parquet", {})
+    report = table.cleanup(grace_seconds=0)
+    assert not report.deleted and Path(staged.path).exists(), "a running write's staged file was cleaned up"
 
 
 def test_reading_a_missing_table_names_it(spark: SparkSession, catalog: Catalog) -> None:

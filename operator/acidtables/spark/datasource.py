@@ -157,30 +157,33 @@ class AcidTablesDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> AcidTablesWriter:
         operation = "insert_overwrite" if overwrite else "insert_into"
         options = parse_options(self.options, "write")
-        with catalog_from_options(options, self.session_settings) as catalog:
-            table = catalog.table(options.table)
-            check_schema(
-                table.metadata,
-                schema,
-                call=f"format('acidtables').mode({'overwrite' if overwrite else 'append'!r}).save({table.name!r})",
-                hint="alter_table() or SparkTable's merge_schema=True",
-            )
-            tx = table.begin(operation)
-            applied = None
-            if options.txn_app_id is not None and options.txn_version is not None:
-                applied = tx.applied_at(options.txn_app_id, options.txn_version)
-            state = _WriteState(
-                dict(self.options),
-                self.session_settings,
-                table.name,
-                tx.txn_id,
-                tx.operation.value,
-                tx.read_version,
-                tx.head_revision,
-                tx.metadata.to_json(),
-                applied_at=applied,
-            )
-            return AcidTablesWriter(state)
+        # the worker's kept catalog, open after this returns: the transaction's id carries its process
+        # lease, and its in-flight registration is made under it, so cleanup() sees the write running
+        # while the tasks stage its files (a catalog closed here revoked the lease at once)
+        catalog = kept_catalog(options, dict(self.options), self.session_settings)
+        table = catalog.table(options.table)
+        check_schema(
+            table.metadata,
+            schema,
+            call=f"format('acidtables').mode({'overwrite' if overwrite else 'append'!r}).save({table.name!r})",
+            hint="alter_table() or SparkTable's merge_schema=True",
+        )
+        tx = table.begin(operation)
+        applied = None
+        if options.txn_app_id is not None and options.txn_version is not None:
+            applied = tx.applied_at(options.txn_app_id, options.txn_version)
+        state = _WriteState(
+            dict(self.options),
+            self.session_settings,
+            table.name,
+            tx.txn_id,
+            tx.operation.value,
+            tx.read_version,
+            tx.head_revision,
+            tx.metadata.to_json(),
+            applied_at=applied,
+        )
+        return AcidTablesWriter(state)
 
     @user_facing
     def streamWriter(self, schema: StructType, overwrite: bool) -> AcidTablesStreamWriter:

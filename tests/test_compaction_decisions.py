@@ -242,3 +242,20 @@ def test_the_deadline_runs_from_the_drivers_container_start() -> None:
         seconds=60
     )
     assert executor_deadline({}, RUNNING_JOB, started, timedelta(seconds=60)) is None  # local mode: no executors
+
+
+def test_automatic_job_names_and_table_labels_fit_a_label_value() -> None:
+    """Every pod of a job carries its name as a label value (63 characters at most): an automatic job of a
+    table with a long name must still fit, and two such tables must not share a name."""
+    import re
+
+    from acidtables.operator.handlers import automatic_job_name, label_value
+
+    subdomain = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    assert automatic_job_name("orders", 12, "minor") == "orders-auto-12-minor"
+    long_a, long_b = "a" * 50 + ".b-" + "x" * 40, "a" * 50 + ".b-" + "y" * 40
+    names = {automatic_job_name(t, 123456, "major") for t in (long_a, long_b)}
+    assert len(names) == 2
+    assert all(len(n) <= 63 and subdomain.match(n) and n.endswith("-auto-123456-major") for n in names), names
+    assert label_value("orders") == "orders"
+    assert len(label_value(long_a)) == 63 and label_value(long_a) != label_value(long_b)

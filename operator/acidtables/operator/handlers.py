@@ -8,6 +8,7 @@ prune), and the deletion finalizer is `acidtables.io/finalizer`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -263,14 +264,14 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
         if choice is None:
             say(autocompact.explain(policy, thresholds, partitions, in_flight))
             return
-        job_name = f"{name}-auto-{snapshot.version}-{choice.kind}"[:253]
+        job_name = automatic_job_name(name, snapshot.version, choice.kind)
         job = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "CompactionJob",
             "metadata": {
                 "name": job_name,
                 "namespace": namespace,
-                "labels": {AUTOMATIC_LABEL: "true", TABLE_LABEL: name},
+                "labels": {AUTOMATIC_LABEL: "true", TABLE_LABEL: label_value(name)},
                 "ownerReferences": [
                     {
                         "apiVersion": body["apiVersion"],
@@ -386,6 +387,26 @@ def build_registry(config: OperatorConfig, health: Health | None = None) -> kopf
 
 AUTOMATIC_LABEL = "acidtables.io/automatic"
 TABLE_LABEL = "acidtables.io/table"
+#: the longest label value Kubernetes takes; a job's name is one on its pods (pods.JOB_LABEL)
+LABEL_VALUE_MAX = 63
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: itself when it fits, else its start and a digest of the whole."""
+    if len(text) <= LABEL_VALUE_MAX:
+        return text
+    return f"{text[: LABEL_VALUE_MAX - 11]}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def automatic_job_name(table: str, version: int, kind: str) -> str:
+    """`<table>-auto-<version>-<kind>`, the table's part shortened (and told apart by a digest) so the
+    name fits a label value: every pod of the job carries it as one."""
+    suffix = f"-auto-{version}-{kind}"
+    room = LABEL_VALUE_MAX - len(suffix)
+    if len(table) <= room:
+        return table + suffix
+    start = table[: room - 11].rstrip("-.")  # a name's parts between dots start and end alphanumeric
+    return f"{start}-{hashlib.sha256(table.encode()).hexdigest()[:10]}{suffix}"
 
 
 def _automatic(job: dict[str, Any]) -> bool:

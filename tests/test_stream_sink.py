@@ -313,21 +313,27 @@ def test_a_transaction_carried_to_a_table_of_the_same_name_but_another_id_is_ref
     assert resumed.commit().version == 1
 
 
-def test_a_rewritten_row_holding_nan_is_no_change(catalog: Catalog) -> None:
-    table = catalog.create_table("st.nan", schema=SCHEMA)
-    rows = pa.table({"id": [1, 2], "dt": ["a", "a"], "amount": [float("nan"), 2.0]})
+def rewrite_changes(table: Any, before: pa.Table, after: pa.Table) -> list[dict[str, Any]]:
+    """The change rows of an UPDATE that rewrote the file of `before` as `after` (insert, then rewrite)."""
     with table.begin("insert_into") as tx:
-        first = write_rows(tx.metadata, tx.storage, tx.txn_id, rows, overwrite=False)
+        first = write_rows(tx.metadata, tx.storage, tx.txn_id, before, overwrite=False)
         tx.add_files(first)
         tx.commit()
-    with table.begin("update") as tx:  # a rewrite that changed id 2 only
-        changed = rows.set_column(2, "amount", pa.array([float("nan"), 20.0]))
-        second = write_rows(tx.metadata, tx.storage, tx.txn_id, changed, overwrite=True)
+    with table.begin("update") as tx:
+        second = write_rows(tx.metadata, tx.storage, tx.txn_id, after, overwrite=True)
         tx.remove_files(first)
         tx.add_files(second)
         info = tx.commit()
     change = CommitChange(info.version, 1, Operation.UPDATE, tuple(second), tuple(first))
-    out = change_rows(table.metadata, table.storage, change).to_pylist()
+    rows: list[dict[str, Any]] = change_rows(table.metadata, table.storage, change).to_pylist()
+    return rows
+
+
+def test_a_rewritten_row_holding_nan_is_no_change(catalog: Catalog) -> None:
+    table = catalog.create_table("st.nan", schema=SCHEMA)
+    rows = pa.table({"id": [1, 2], "dt": ["a", "a"], "amount": [float("nan"), 2.0]})
+    changed = rows.set_column(2, "amount", pa.array([float("nan"), 20.0]))  # a rewrite that changed id 2 only
+    out = rewrite_changes(table, rows, changed)
     assert [(r["_change_type"], r["id"], r["amount"]) for r in out] == [
         ("update_preimage", 2, 2.0),
         ("update_postimage", 2, 20.0),
@@ -343,18 +349,9 @@ def test_a_rewritten_row_with_nested_maps_is_no_change_unless_it_changed(catalog
         [{"id": 1, "tags": [("a", [1, 2])], "m": [("x", float("nan"))]}, {"id": 2, "tags": [("b", [3])], "m": []}],
         schema=schema,
     )
-    with table.begin("insert_into") as tx:
-        first = write_rows(tx.metadata, tx.storage, tx.txn_id, before, overwrite=False)
-        tx.add_files(first)
-        tx.commit()
-    with table.begin("update") as tx:  # a rewrite that changed id 2's array only
-        after = before.set_column(1, "tags", pa.array([[("a", [1, 2])], [("b", [4])]], schema.field("tags").type))
-        second = write_rows(tx.metadata, tx.storage, tx.txn_id, after, overwrite=True)
-        tx.remove_files(first)
-        tx.add_files(second)
-        info = tx.commit()
-    change = CommitChange(info.version, 1, Operation.UPDATE, tuple(second), tuple(first))
-    out = change_rows(table.metadata, table.storage, change).to_pylist()
+    # a rewrite that changed id 2's array only
+    after = before.set_column(1, "tags", pa.array([[("a", [1, 2])], [("b", [4])]], schema.field("tags").type))
+    out = rewrite_changes(table, before, after)
     assert [(r["_change_type"], r["id"], r["tags"]) for r in out] == [
         ("update_preimage", 2, [("b", [3])]),
         ("update_postimage", 2, [("b", [4])]),

@@ -241,12 +241,15 @@ def creation_refused(spec: Mapping[str, Any], attempts: int, now: datetime, refu
     return decision
 
 
+def _ttl_due(ttl_seconds: int | None, status: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a finished job's ttlSecondsAfterFinished has passed (never without one)."""
+    finished = parse_time(status.get("completionTime"))
+    return ttl_seconds is not None and finished is not None and now >= finished + timedelta(seconds=int(ttl_seconds))
+
+
 def waits_for_nothing_but_its_ttl(spec: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> bool:
     """A finished job whose TTL (if any) is not due: `decide` would do nothing, so nothing need be read."""
-    if status.get("phase") not in TERMINAL:
-        return False
-    ttl, finished = spec.get("ttlSecondsAfterFinished"), parse_time(status.get("completionTime"))
-    return ttl is None or finished is None or now < finished + timedelta(seconds=int(ttl))
+    return status.get("phase") in TERMINAL and not _ttl_due(spec.get("ttlSecondsAfterFinished"), status, now)
 
 
 def decide(
@@ -267,10 +270,7 @@ def decide(
     phase = status.get("phase")
     attempts = int(status.get("attempts") or 0)
     if phase in TERMINAL:
-        finished = parse_time(status.get("completionTime"))
-        if ttl_seconds is not None and finished is not None and now >= finished + timedelta(seconds=ttl_seconds):
-            return Decision(delete_job=True)
-        return Decision()
+        return Decision(delete_job=True) if _ttl_due(ttl_seconds, status, now) else Decision()
     if attempts == 0:
         if not table.ready:
             return _wait_for_table(status, table, now, table_wait_timeout)

@@ -47,6 +47,10 @@ _UNITS = {
 }
 
 
+#: the CRDs' own pattern for a size
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
 def quantity_bytes(value: object, default: int) -> int:
     """A Kubernetes quantity (`32Mi`, `128M`, `1000`) in bytes; the CRD has checked its form."""
     if value is None:
@@ -60,10 +64,6 @@ def quantity_bytes(value: object, default: int) -> int:
         )
     number, unit = found.groups()
     return int(float(number) * _UNITS[unit or ""])
-
-
-#: the CRDs' own pattern for a size
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 class StatusFollower:

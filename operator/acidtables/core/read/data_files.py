@@ -165,10 +165,10 @@ def _renamed(stored: pa.DataType, target: pa.DataType) -> pa.DataType:
                 field = field.with_name(match.name).with_type(_renamed(field.type, match.type))
             fields.append(field)
         return pa.struct(fields)
-    if pa.types.is_list(stored) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
-        return pa.list_(stored.value_field.with_type(_renamed(stored.value_type, target.value_type)))
-    if pa.types.is_large_list(stored) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
-        return pa.large_list(stored.value_field.with_type(_renamed(stored.value_type, target.value_type)))
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(is_list(stored) for is_list in lists) and any(is_list(target) for is_list in lists):
+        make = pa.list_ if pa.types.is_list(stored) else pa.large_list
+        return make(stored.value_field.with_type(_renamed(stored.value_type, target.value_type)))
     if pa.types.is_map(stored) and pa.types.is_map(target):
         return pa.map_(stored.key_field, stored.item_field.with_type(_renamed(stored.item_type, target.item_type)))
     return stored

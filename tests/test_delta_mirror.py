@@ -203,7 +203,11 @@ def test_a_mirrored_table_refuses_names_stored_in_another_case(catalog: Catalog)
 
 
 def test_dropping_the_table_with_its_data_removes_its_delta_log(catalog: Catalog, events: Table) -> None:
-    """Otherwise a Delta reader would still open the dropped table, then fail on its deleted files."""
+    """Otherwise a Delta reader would still open the dropped table, then fail on its deleted files. Another
+    mirrored table keeps its log, its files and its rows."""
+    other = catalog.create_table("m.other", "id BIGINT", properties=MIRRORED)
+    commit(other, {"id": [7]})
+    other.sync_mirror()
     events.sync_mirror()
     location = Path(events.location)
     report = catalog.drop_table("m.events", delete_data=True)
@@ -211,6 +215,8 @@ def test_dropping_the_table_with_its_data_removes_its_delta_log(catalog: Catalog
     assert not (location / "_delta_log").exists()
     with pytest.raises(Exception):  # noqa: B017 - whichever error delta-rs names for a location with no table
         deltalake.DeltaTable(str(location))
+    assert all(Path(other.location, f.path).exists() for f in other.snapshot().files)
+    assert deltalake.DeltaTable(other.location).to_pyarrow_table().to_pylist() == [{"id": 7}]
 
 
 def test_turning_it_on_later_mirrors_from_the_oldest_retained_version(catalog: Catalog) -> None:

@@ -319,6 +319,7 @@ def test_a_file_removed_long_ago_and_added_back_is_judged_by_its_latest_removal(
     clock.advance(24 * 7 + 1)  # once the removal is older than the retention, it goes
     table.expire(retain_versions=1)
     assert file.path in table.vacuum().paths
+    assert all(Path(table.location, f.path).exists() for f in table.snapshot().files)  # the live ones stay
 
 
 def test_expire_and_vacuum_after_a_compaction_on_a_quiet_table_free_its_inputs(timed: Catalog, clock: Clock) -> None:

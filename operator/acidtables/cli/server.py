@@ -9,13 +9,10 @@ same data, which etcd's file lock would block), and `Catalog.connect()` uses the
 from __future__ import annotations
 
 import json
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
 from acidtables.core import (
@@ -26,6 +23,7 @@ from acidtables.core import (
     Coordinator,
     EmbeddedEtcd,
     EtcdSettings,
+    stop_on_signals,
     user_data_dir,
 )
 
@@ -92,21 +90,6 @@ def _running_endpoint(marker: Path) -> str | None:
     return endpoint
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Turn SIGINT and SIGTERM into `stop.set()`, so etcd is stopped by us, cleanly, whichever arrives."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
 def run_etcd(data_dir: str | None, port: int | None, *, as_json: bool, out: TextIO) -> None:
     root = Path(data_dir) if data_dir else user_data_dir()
     root.mkdir(parents=True, exist_ok=True)
@@ -120,7 +103,7 @@ def run_etcd(data_dir: str | None, port: int | None, *, as_json: bool, out: Text
             "or stop it first"
         )
     stop = threading.Event()
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         try:
             server = EmbeddedEtcd(root / "etcd", client_port=port)
             server.start()

@@ -102,7 +102,7 @@ from acidtables.core.maintenance.repair import RepairReport
 from acidtables.core.maintenance.retention import ExpireReport, Retention, VacuumReport, read_retention
 from acidtables.core.mirror import MIRROR_PROPERTY, MirrorState, mirror_formats
 from acidtables.core.names import split_name
-from acidtables.core.process_exit import exit_process
+from acidtables.core.process_exit import exit_process, stop_on_signals
 from acidtables.core.read import TableScan, arrow_type, named_as, partition_text, read_schema
 from acidtables.core.read import merge_on_read as merge_rows_on_read
 from acidtables.core.read import read_file as read_data_file
@@ -231,6 +231,7 @@ __all__ = [
     "read_schema",
     "spell_duration",
     "split_name",
+    "stop_on_signals",
     "subscribe_to_commits",
     "to_datetime",
     "typed_partition_value",

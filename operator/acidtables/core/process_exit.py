@@ -8,6 +8,11 @@ The CLI, the job entry points and the history checker therefore close what they 
 interpreter's exit handlers (catalogs still open are closed there, logs and streams flushed), and then
 leave without finalization. A library user's script ends the ordinary way; closing its catalogs (or
 the exit handler `Catalog` registers) stops every thread and channel they started.
+
+In a container the process is PID 1, and the kernel delivers SIGTERM to PID 1 only while it has a
+handler: with the default disposition the signal is dropped, and Kubernetes waits the whole grace period
+before it kills the pod. So a long-running process holds `stop_on_signals` from its first line to its
+last, with no gap for a signal to fall into.
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
 from typing import NoReturn
 
-__all__ = ["exit_process"]
+__all__ = ["exit_process", "stop_on_signals"]
 
 
 def exit_process(code: int) -> NoReturn:
@@ -28,3 +37,23 @@ def exit_process(code: int) -> NoReturn:
         with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream: nothing more to say on it
             stream.flush()
     os._exit(code)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Turn SIGINT and SIGTERM into `stop.set()` while the block runs, then restore what was there.
+    Only the main thread may set signal handlers; elsewhere (a test running the process's body on a
+    thread) this does nothing and the caller's `stop` is the only way to stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from typing import Any
 
 import kopf
 
-from acidtables.core import AcidTablesError, Catalog, campaign
+from acidtables.core import AcidTablesError, Catalog, campaign, stop_on_signals
 from acidtables.metrics import ClusterMetrics, EtcdUsageCollector, register_collector, start_http_server
 
 from .config import OperatorConfig
@@ -87,75 +86,69 @@ def run(
     only the Kubernetes Events kopf posts: "kopf.objects" has that poster as a handler, so Python's
     last-resort stderr handler never fires for them.
 
-    `stop` ends the process's part (standby or leader) when set; SIGTERM and SIGINT set it when this
-    runs on the main thread. Tests run it on a thread with their own `health`, `metrics` (a fresh
-    registry), ports (0: none) and `config`; `context_ready` is called with the kopf memo once made."""
+    `stop` ends the process's part (standby or leader) when set; SIGTERM and SIGINT set it, from the
+    first line to the last, when this runs on the main thread. Tests run it on a thread with their own
+    `health`, `metrics` (a fresh registry), ports (0: none) and `config`; `context_ready` is called with
+    the kopf memo once made."""
     kopf.configure(debug=debug, verbose=debug)
     if not debug:
         logging.getLogger("kopf.objects").addFilter(_quiet_timers)
-    catalog = catalog or Catalog.connect()
     stop = stop or threading.Event()
-    config = config or OperatorConfig.from_env()
-    port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108) if metrics_port is None else metrics_port
-    if metrics is None:
-        metrics = ClusterMetrics()
-        register_collector(EtcdUsageCollector(catalog.services.coordinator))
-    if port:
-        # standbys serve /metrics too (their watch gauge reads 0)
-        start_http_server(port)
-        logger.info("metrics on :%d/metrics", port)
-    health = health or Health()
-    context = OperatorContext(catalog, config, stop_flag=threading.Event(), metrics=metrics)
-    probes = install_checks(health, catalog, context, context.kube.ping)
-    # every replica answers its probes, the standbys while they wait on the lease
-    port = health_port_from_env() if health_port is None else health_port
-    server = HealthServer(health, port).start() if port else None
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = (
-        {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-        if on_main_thread
-        else {}
-    )
-    identity = os.environ.get("ACIDTABLES_OPERATOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
-    ttl = int(os.environ.get("ACIDTABLES_LEADER_LEASE_SECONDS") or 15)
-    try:
+    # held from the first line to the last: a SIGTERM must never find the default disposition (which PID 1
+    # in a container drops) between our handler and kopf's, which kopf installs while it runs
+    with stop_on_signals(stop):
+        catalog = catalog or Catalog.connect()
+        config = config or OperatorConfig.from_env()
+        port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108) if metrics_port is None else metrics_port
+        if metrics is None:
+            metrics = ClusterMetrics()
+            register_collector(EtcdUsageCollector(catalog.services.coordinator))
+        if port:
+            # standbys serve /metrics too (their watch gauge reads 0)
+            start_http_server(port)
+            logger.info("metrics on :%d/metrics", port)
+        health = health or Health()
+        context = OperatorContext(catalog, config, stop_flag=threading.Event(), metrics=metrics)
+        probes = install_checks(health, catalog, context, context.kube.ping)
+        # every replica answers its probes, the standbys while they wait on the lease
+        port = health_port_from_env() if health_port is None else health_port
+        server = HealthServer(health, port).start() if port else None
+        identity = os.environ.get("ACIDTABLES_OPERATOR_ID") or f"{socket.gethostname()}-{os.getpid()}"
+        ttl = int(os.environ.get("ACIDTABLES_LEADER_LEASE_SECONDS") or 15)
         try:
             leadership = campaign(catalog.services.coordinator, LEADER_NAME, identity, ttl=ttl, stop=stop)
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        if leadership is None:  # stopped while a standby
-            return
-        kopf_stop = context.stop_flag
-        assert kopf_stop is not None  # made above
+            if leadership is None:  # stopped while a standby
+                return
+            kopf_stop = context.stop_flag
+            assert kopf_stop is not None  # made above
 
-        def stop_when_lost_or_stopped() -> None:
-            while not (leadership.lost.wait(0.5) or stop.is_set() or kopf_stop.is_set()):
-                pass
-            kopf_stop.set()
+            def stop_when_lost_or_stopped() -> None:
+                while not (leadership.lost.wait(0.5) or stop.is_set() or kopf_stop.is_set()):
+                    pass
+                kopf_stop.set()
 
-        threading.Thread(target=stop_when_lost_or_stopped, name="acidtables-leadership", daemon=True).start()
-        logger.info("acidtables operator %s acting for %s", identity, ", ".join(namespaces) or "all namespaces")
-        if context_ready is not None:
-            context_ready(context)
-        try:
-            kopf.run(
-                registry=build_registry(config, health),
-                memo=context,
-                standalone=True,
-                clusterwide=not namespaces,
-                namespaces=list(namespaces),
-                liveness_endpoint=liveness_endpoint,
-                stop_flag=kopf_stop,
-            )
+            threading.Thread(target=stop_when_lost_or_stopped, name="acidtables-leadership", daemon=True).start()
+            logger.info("acidtables operator %s acting for %s", identity, ", ".join(namespaces) or "all namespaces")
+            if context_ready is not None:
+                context_ready(context)
+            try:
+                kopf.run(
+                    registry=build_registry(config, health),
+                    memo=context,
+                    standalone=True,
+                    clusterwide=not namespaces,
+                    namespaces=list(namespaces),
+                    liveness_endpoint=liveness_endpoint,
+                    stop_flag=kopf_stop,
+                )
+            finally:
+                if not leadership.lost.is_set():
+                    leadership.resign()
+            if leadership.lost.is_set():
+                raise LeadershipLost(f"{identity} lost the operator's leader lease; a standby takes over")
         finally:
-            if not leadership.lost.is_set():
-                leadership.resign()
-        if leadership.lost.is_set():
-            raise LeadershipLost(f"{identity} lost the operator's leader lease; a standby takes over")
-    finally:
-        for probe in probes:
-            probe.stop()
-        if server is not None:
-            server.stop()
-        catalog.close()
+            for probe in probes:
+                probe.stop()
+            if server is not None:
+                server.stop()
+            catalog.close()

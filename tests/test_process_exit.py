@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -241,6 +242,60 @@ def test_a_compaction_job_exits_0_every_time(
         outcomes.append(json.loads(log.read_text()))
     assert [outcome["phase"] for outcome in outcomes] == ["Succeeded"] * 3
     assert outcomes[0]["filesRemoved"] == 3 and table.snapshot().row_count == 6  # the first one compacted
+
+
+@pytest.mark.slow  # a Spark job
+def test_a_compaction_job_stopped_by_sigterm_ends_at_once_and_says_what_it_committed(
+    etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path, catalog: Catalog
+) -> None:
+    """Deleting a CompactionJob (or draining its node) sends the job's PID 1 SIGTERM mid-write. Without a
+    handler it ran on for the grace period and died without a word; now it stops Spark, aborts the group
+    it was staging and writes an outcome naming the signal and the versions it committed before it."""
+    table = catalog.create_table("s.parted", schema="id BIGINT, dt STRING", partition_by=["dt"])
+    for day in "abcdef":  # six groups, each its own Spark job and commit
+        for _ in range(2):
+            with table.begin("insert_into") as tx:
+                tx.add_files([staged_parquet(tx, {"dt": day}, rows=2)])
+                tx.commit()
+    before = table.snapshot().version
+    data = Path(table.location) / "data"
+    written = {path for path in data.rglob("*.parquet")}
+    log = tmp_path / "outcome.json"
+    env = {
+        **_env(),
+        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
+        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
+        "ACIDTABLES_WAREHOUSE": catalog.settings.warehouse,
+    }
+    command = [sys.executable, "-m", "acidtables.jobs", "compact", "--table", "s.parted", "--type", "minor"]
+    job = subprocess.Popen(
+        [*command, "--job-id", "stopped", "--termination-log", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        # the first group's rewrite has begun: Spark is writing into a staging directory
+        wait_for(lambda: bool(set(data.rglob("*.parquet")) - written) or job.poll() is not None, 300)
+        assert job.poll() is None, job.communicate()[0][-4000:]
+        job.send_signal(signal.SIGTERM)
+        output, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    # -15 was the old end (the default disposition; as a container's PID 1, the signal was dropped)
+    assert job.returncode == 1, output[-4000:]
+    outcome = json.loads(log.read_text())
+    assert outcome["phase"] == "Failed" and "stopped by SIGTERM" in outcome["message"], outcome
+    committed = [entry.version for entry in table.history() if entry.version > before]
+    assert sorted(outcome["committedVersions"]) == sorted(committed) and len(committed) < 6, (outcome, committed)
+    snapshot = table.snapshot()
+    assert snapshot.row_count == 24 and table.fsck().ok
+    # nothing of the interrupted group became visible; what Spark wrote for it is the cleanup's to remove
+    table.cleanup(grace_seconds=0)
+    live = {Path(table.location) / path for path in snapshot.files_by_path}
+    assert set(data.rglob("*.parquet")) - written <= live
 
 
 def _leading_or_ended(catalog: Catalog, process: subprocess.Popen[bytes]) -> bool:

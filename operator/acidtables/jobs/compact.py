@@ -4,6 +4,12 @@ Groups commit one by one under the job's id (core.group_app_id), so a retried or
 commits a group twice; a group that loses to a concurrent commit is skipped and the conflict (its
 exception, the winning version and operation) is reported. A job that committed nothing because it lost
 is Conflicted, which the operator does not retry; anything else that stops it is Failed.
+
+The job is its container's PID 1, to which the kernel delivers SIGTERM only through a handler: without
+one, a CompactionJob deleted (or a node drained) left its pod running the whole grace period and then
+killed it mid-write, its staged files left for cleanup and nothing said. SIGTERM now interrupts the job
+as Ctrl-C would: the group being staged is aborted (its staged files deleted), Spark is stopped, and the
+outcome says what was committed before the signal.
 """
 
 from __future__ import annotations
@@ -11,8 +17,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 from collections.abc import Mapping, Sequence
+from types import FrameType
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from acidtables.core import (
@@ -30,6 +39,23 @@ from .outcome import JobOutcome
 logger = logging.getLogger(__name__)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: Kubernetes stops the pod. A KeyboardInterrupt, so that whatever cleans up after Ctrl-C
+    (an aborted transaction, PySpark's cancelled jobs) cleans up after it too."""
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    """Cancel Spark's running jobs first, as PySpark's own Ctrl-C handler does: the transaction being
+    staged is aborted on the way out, and its tasks must not go on writing files into it."""
+    context = SparkContext._active_spark_context
+    if context is not None:
+        try:
+            context.cancelAllJobs()
+        except Exception:  # a JVM already gone: nothing runs there
+            logger.info("cancelling Spark's jobs on %s failed", signal.Signals(signum).name, exc_info=True)
+    raise Terminated(f"stopped by {signal.Signals(signum).name}")
+
+
 def run_compaction(
     table: SparkTable,
     kind: str,
@@ -38,14 +64,18 @@ def run_compaction(
     where: str | None = None,
     target_file_bytes: int = 128 << 20,
     cluster_by: Sequence[str] = (),
+    outcome: JobOutcome | None = None,
 ) -> JobOutcome:
-    outcome = JobOutcome()
+    """Compact `table`, filling `outcome` (a new one by default) as each group commits, so that what an
+    interrupted job did is known too."""
+    outcome = outcome if outcome is not None else JobOutcome()
     if kind == "cluster":
         try:
             prepared = table.cluster(list(cluster_by), where=where, commit=False)
-            prepared.transaction.set_app_transaction(f"compaction/{job_id}", 1)
-            removed = prepared.transaction.intent().removes
-            info = prepared.commit()
+            with prepared:  # aborted if interrupted before its commit
+                prepared.transaction.set_app_transaction(f"compaction/{job_id}", 1)
+                removed = prepared.transaction.intent().removes
+                info = prepared.commit()
         except ConcurrentModificationException as exc:
             outcome.phase, outcome.conflict, outcome.message = "Conflicted", _conflict(exc), str(exc)[:1000]
             return outcome
@@ -58,7 +88,8 @@ def run_compaction(
         table.spark, table.table, kind, where=where, target_file_bytes=target_file_bytes, job_id=job_id
     ):
         try:
-            info = group.commit()
+            with group:  # aborted if interrupted before its commit
+                info = group.commit()
         except ConcurrentModificationException as exc:  # skipped; its files stay for the next run
             outcome.conflict, outcome.message = _conflict(exc), str(exc)[:1000]
             outcome.groups_skipped += 1
@@ -229,31 +260,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     outcome = JobOutcome()
     spark = None
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         # Spark first: its JVM is a forked child, and forking once gRPC (the etcd client) runs its
         # threads can leave the child without the descriptors it needs (seen: the JVM exiting at once)
         spark = _session(args)
         with Catalog.connect() as catalog:
             table = catalog.table(args.table)
-            outcome = run_compaction(
+            run_compaction(
                 SparkTable(spark, table),
                 args.type,
                 job_id=args.job_id,
                 where=args.where,
                 target_file_bytes=args.target_file_bytes,
                 cluster_by=[c for c in args.cluster_by.split(",") if c],
+                outcome=outcome,
             )
+    except Terminated as exc:
+        done = f"versions {outcome.committed_versions} were" if outcome.committed_versions else "nothing was"
+        outcome.phase, outcome.message = "Failed", f"{exc} before it ended; {done} committed"
     except AcidTablesError as exc:
-        outcome = JobOutcome(phase="Failed", message=f"{type(exc).__name__}: {exc}")
+        outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # the operator must learn why, whatever it was
         logger.exception("compaction failed")
-        outcome = JobOutcome(phase="Failed", message=f"{type(exc).__name__}: {exc}")
+        outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
     finally:
+        # a second SIGTERM must not cut the clean-up short: the grace period's SIGKILL still bounds it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if spark is not None:
             try:
                 stop_session(spark)
             except Exception:  # a JVM that died refuses to stop: the job's outcome is what the operator needs
                 logger.warning("stopping Spark failed; the job's outcome stands", exc_info=True)
+        signal.signal(signal.SIGTERM, previous)
     outcome.write(args.termination_log)
     logger.info("compaction of %s: %s", args.table, outcome.to_json())
     return outcome.exit_code

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from acidtables.core import Catalog, InvalidArgumentError, ObjectStore
-from acidtables.jobs.compact import EXECUTOR_TEMPLATE_VARIABLE, api_server_url, build_parser, spark_conf
+from acidtables.jobs.compact import (
+    EXECUTOR_TEMPLATE_VARIABLE,
+    api_server_url,
+    build_parser,
+    executor_name_prefix,
+    spark_conf,
+)
 from acidtables.operator.config import ETCD_TLS_DIR, OperatorConfig
 from acidtables.operator.executors import executor_template
 from acidtables.operator.pods import driver_pod
@@ -72,6 +78,28 @@ def test_executors_run_on_kubernetes_in_client_mode_owned_by_the_driver_pod() ->
     assert conf["spark.kubernetes.container.image"] == "img:1" and conf["spark.sql.x"] == "1"
     local = build_parser().parse_args(["--table", "a.b", "--type", "minor", "--job-id", "u"])
     assert spark_conf(local, env) == {}
+
+
+@pytest.mark.parametrize(
+    "pod_name",
+    [
+        "big-driver-1",
+        "nightly-compaction-of-the-orders-tables-driver-1",  # its 40th character is a '-'
+        "orders.v2.nightly-compaction-of-orderss.driver-1",  # and here a '.'
+        "x" * 39 + "-" + "y" * 30 + "-driver-12",
+        "",  # no POD_NAME in the environment
+    ],
+)
+def test_the_executors_name_prefix_is_one_spark_accepts(spark: Any, pod_name: str) -> None:
+    """Spark checks spark.kubernetes.executor.podNamePrefix when the driver starts: a prefix cut from the
+    driver pod's name used to end in '-' for some names, and every attempt of such a job failed."""
+    prefix = executor_name_prefix(pod_name)
+    jvm = spark.sparkContext._jvm
+    entry = jvm.org.apache.spark.deploy.k8s.Config.KUBERNETES_EXECUTOR_POD_NAME_PREFIX()
+    conf = jvm.org.apache.spark.SparkConf(False).set("spark.kubernetes.executor.podNamePrefix", prefix)
+    assert conf.get(entry).get() == prefix  # Spark's own rule: it raises for a prefix it refuses
+    assert len(f"{prefix}-exec-{2**31 - 1}") <= 63  # still a host name
+    assert pod_name.startswith(prefix) or (not pod_name and prefix == "acidtables")
 
 
 def test_etcd_tls_and_object_store_keys_reach_the_pod_by_reference() -> None:

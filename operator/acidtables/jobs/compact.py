@@ -186,6 +186,14 @@ def log_level_conf(conf: dict[str, str], directory: str) -> None:
         conf["spark.driver.extraJavaOptions"] = f"{options} -Dlog4j.configurationFile=file:{path}".strip()
 
 
+def executor_name_prefix(pod_name: str) -> str:
+    """What the executors' pod names start with: the driver pod's name, cut short so that theirs stay
+    host names (63 characters with `-exec-N`). Spark refuses a prefix that ends in `-` or `.` (not DNS
+    labels joined by dots) and the job then fails at its start, which a cut in the middle of
+    `nightly-compaction-...-driver-1` made of a perfectly good name."""
+    return pod_name[:40].rstrip("-.") or "acidtables"
+
+
 def spark_conf(
     args: argparse.Namespace, env: Mapping[str, str], template_dir: str = "/tmp", account_dir: str = ACCOUNT_DIR
 ) -> dict[str, str]:
@@ -216,7 +224,7 @@ def spark_conf(
                 "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
                 "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
                 "spark.kubernetes.container.image": env.get("ACIDTABLES_JOB_IMAGE", ""),
-                "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "acidtables")[:40],
+                "spark.kubernetes.executor.podNamePrefix": executor_name_prefix(env.get("POD_NAME", "")),
                 # executors get no persistent volumes, so the driver owns none to clean up
                 "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
                 "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",

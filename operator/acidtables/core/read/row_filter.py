@@ -98,6 +98,8 @@ def _naive(arrow_type: pa.DataType) -> pa.DataType:
 
 
 def _cast_text(text: str, target: pa.DataType) -> Any:
+    if pa.types.is_float32(target):  # Spark compares text with a FLOAT as doubles: '0.1' is not 0.1F
+        target = pa.float64()
     try:
         if pa.types.is_timestamp(target):
             return pc.cast(pa.scalar(text), _naive(target)).cast(target)
@@ -149,6 +151,12 @@ class _Translator:
             left, right = self.operand(node.this), self.operand(node.expression)
             left_value, left_type = self.value(left, _type_of(right))
             right_value, right_type = self.value(right, left_type)
+            left_type, right_type = _value_type(left_value, left_type), _value_type(right_value, right_type)
+            if _float_beside_other_number(left_type, right_type):
+                # ANSI Spark computes FLOAT with anything but a FLOAT as DOUBLE (f + 1 is a DOUBLE);
+                # Arrow would stay in FLOAT, and its rounding there makes other rows match
+                left_value, right_value = _as_double(left_value), _as_double(right_value)
+                return _ARITHMETIC[type(node)](left_value, right_value), pa.float64()
             return _ARITHMETIC[type(node)](left_value, right_value), left_type or right_type
         raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
 
@@ -187,8 +195,12 @@ class _Translator:
         try:
             if target in (exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT):
                 return _Literal(int(Decimal(str(text).strip())))  # Spark truncates: CAST(1.5 AS INT) is 1
-            if target in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
-                return _Literal(float(text) if target != exp.DataType.Type.DECIMAL else text, None)
+            if target == exp.DataType.Type.FLOAT:  # `0.1F`: a FLOAT beside a FLOAT column, widened beside a DOUBLE
+                return _Literal(pa.scalar(float(text), pa.float32()).as_py(), pa.float32())
+            if target == exp.DataType.Type.DOUBLE:  # `0.1D`: a FLOAT column beside it is compared as doubles
+                return _Literal(float(text), pa.float64())
+            if target == exp.DataType.Type.DECIMAL:
+                return _Literal(text, None)
         except (ValueError, ArithmeticError):  # decimal.InvalidOperation is an ArithmeticError
             raise _Refused(f"{node.sql(dialect='spark')} (the literal {text!r} is not a number)") from None
         raise _Refused(node.sql(dialect="spark"))
@@ -234,6 +246,8 @@ class _Translator:
                 raise _Refused(f"{node.sql(dialect='spark')} (IN takes literals here)")
             values = [o.typed(field_type) for o in options if isinstance(o, _Literal)]
             present = [v.as_py() for v in values if v.is_valid]
+            if _compared_as_double(field_type, [v.type for v in values]):
+                field, field_type = field.cast(pa.float64()), pa.float64()
             try:
                 value_set = pa.array(present, field_type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
@@ -264,6 +278,39 @@ class _Translator:
                 raise InvalidArgumentError(f"{self.table}: where is the column {node.sql()}, which is not BOOLEAN")
             return value
         raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
+
+
+def _value_type(value: Any, declared: pa.DataType | None) -> pa.DataType | None:
+    """An operand's type: what it was declared, else a typed literal's own."""
+    return declared if declared is not None else getattr(value, "type", None)
+
+
+def _numeric(arrow_type: pa.DataType | None) -> bool:
+    return arrow_type is not None and (
+        pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
+    )
+
+
+def _float_beside_other_number(left: pa.DataType | None, right: pa.DataType | None) -> bool:
+    return _numeric(left) and _numeric(right) and pa.float32() in (left, right) and left != right
+
+
+def _as_double(value: Any) -> Any:
+    """A column's expression or a typed literal, as a DOUBLE."""
+    return value.cast(pa.float64())
+
+
+def _compared_as_double(field_type: pa.DataType | None, value_types: list[pa.DataType]) -> bool:
+    """Whether Spark's IN compares a numeric field with these values as doubles, in their widest type as
+    `=` does: 0.1 (a DECIMAL literal), 0.1D or '0.1' beside a FLOAT make it DOUBLE, in which no FLOAT is
+    0.1; any FLOAT or DOUBLE value beside an integer or a DECIMAL does too (ANSI widens INT with FLOAT to
+    DOUBLE). Only FLOAT values beside a FLOAT stay FLOAT."""
+    floating = [t for t in value_types if pa.types.is_floating(t)]
+    if not floating or field_type is None or field_type == pa.float64():
+        return False
+    if pa.types.is_float32(field_type):
+        return any(t != pa.float32() for t in floating)
+    return bool(pa.types.is_integer(field_type) or pa.types.is_decimal(field_type))
 
 
 def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:

@@ -245,16 +245,18 @@ def test_the_operator_entry_point_starts_and_answers_its_health_endpoints(
                 wait_for(up, 180, message=f"{url} never answered")
                 assert operator.poll() is None, operator.communicate()[0][-4000:]
             # at once, as a rollout may: tests/test_operator_signals.py has why the moment matters
-            killed = subprocess.run(["podman", "kill", "--signal", "TERM", name], capture_output=True, text=True)
+            killed = subprocess.run(
+                ["podman", "kill", "--signal", "TERM", name], capture_output=True, text=True, timeout=60
+            )
             assert killed.returncode == 0, killed.stderr
             try:
                 output, _ = operator.communicate(timeout=120)
             except subprocess.TimeoutExpired:
-                logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True).stdout
+                logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True, timeout=60).stdout
                 raise AssertionError(f"SIGTERM did not stop the operator in 120 s:\n{logs[-4000:]}") from None
         finally:
             if operator.poll() is None:
-                subprocess.run(["podman", "rm", "--force", name], capture_output=True)  # not left running
+                subprocess.run(["podman", "rm", "--force", name], capture_output=True, timeout=60)  # not left running
                 operator.kill()
         assert operator.returncode == 0, output[-4000:]  # SIGTERM: a clean stop
         assert "acting for default" in output and "health probes on" in output

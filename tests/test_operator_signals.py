@@ -4,8 +4,9 @@ In a container the kernel delivers SIGTERM to PID 1 only while it has a handler;
 disposition the signal is dropped and Kubernetes waits out the grace period. The operator once put its
 own handler back to the default between winning the leader lease and kopf installing kopf's, and the
 image test's SIGTERM, sent the moment /readyz answered, fell into that gap: the container never
-stopped. These run `acidtables.operator.main.run` as a process's main thread, as the image does, and
-signal it at the moments that matter.
+stopped. kopf's asyncio loop, closing, puts the defaults back too: a SIGTERM on the way out (resigning
+the lease, closing the catalog) found none. These run `acidtables.operator.main.run` as a process's
+main thread, as the image does, and signal it at the moments that matter.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from acidtables.core.coordination.embedded import EmbeddedEtcd
 #: `MOMENT` says, and the process reports whether its stop flag was raised
 SCRIPT = textwrap.dedent(
     """
-    import os, signal, sys
+    import asyncio, os, signal, sys
     from acidtables.core import exit_process
     from acidtables.operator import main as operator_main
 
@@ -34,22 +35,46 @@ SCRIPT = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGTERM)
 
     def kopf_run(*, stop_flag, **_):
-        if moment == "before-kopf":  # leader already, kopf's own handlers not yet installed
+        if moment == "before-kopf":  # leader already, kopf's own handler not yet installed
             signalled()
+
+        async def kopf_loop():  # as kopf runs: its handler while the loop runs, the defaults after
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop_flag.set)
+
+        asyncio.run(kopf_loop())
+        if moment == "after-kopf":  # kopf stopped by itself (its leader lease lost): no stop wanted
+            print("kopf ended by itself", flush=True)
+            return
         if not stop_flag.wait(60):
             print("kopf was never told to stop", flush=True)
             sys.exit(3)
         print("kopf told to stop", flush=True)
 
     install_checks = operator_main.install_checks
+    campaign = operator_main.campaign
 
     def signal_then_install_checks(*args, **kwargs):
         if moment == "starting":  # connected to etcd, probes and servers not started yet
             signalled()
         return install_checks(*args, **kwargs)
 
+    def campaign_signalled_on_resign(*args, **kwargs):
+        leadership = campaign(*args, **kwargs)
+        if leadership is None:  # stopped while campaigning
+            return None
+        resign = leadership.resign
+
+        def signal_then_resign():  # kopf has returned: the way out
+            if moment == "after-kopf":
+                signalled()
+            resign()
+
+        leadership.resign = signal_then_resign
+        return leadership
+
     operator_main.kopf.run = kopf_run
     operator_main.install_checks = signal_then_install_checks
+    operator_main.campaign = campaign_signalled_on_resign
     operator_main.run(namespaces=["default"], health_port=0, metrics_port=0)
     print("stopped cleanly", flush=True)
     exit_process(0)  # as the CLI leaves
@@ -69,7 +94,7 @@ KUBECONFIG = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("moment", ["starting", "before-kopf"])
+@pytest.mark.parametrize("moment", ["starting", "before-kopf", "after-kopf"])
 def test_sigterm_stops_the_operator_cleanly_at_any_moment_of_its_start(
     moment: str, etcd_server: EmbeddedEtcd, etcd_prefix: str, tmp_path: Path
 ) -> None:
@@ -89,5 +114,5 @@ def test_sigterm_stops_the_operator_cleanly_at_any_moment_of_its_start(
     assert "stopped cleanly" in done.stdout
     if moment == "before-kopf":
         assert "kopf told to stop" in done.stdout  # the signal reached kopf through the stop flag
-    else:
-        assert "kopf told to stop" not in done.stdout  # stopped before its campaign: kopf never started
+    elif moment == "starting":
+        assert "kopf" not in done.stdout  # stopped before its campaign: kopf never started

@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import NoReturn
 
@@ -40,20 +40,27 @@ def exit_process(code: int) -> NoReturn:
 
 
 @contextlib.contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def stop_on_signals(stop: threading.Event) -> Iterator[Callable[[], None]]:
     """Turn SIGINT and SIGTERM into `stop.set()` while the block runs, then restore what was there.
-    Only the main thread may set signal handlers; elsewhere (a test running the process's body on a
-    thread) this does nothing and the caller's `stop` is the only way to stop."""
+    Yields a function that installs the handler again, for after code that replaced it: an asyncio loop
+    (kopf's) that added handlers of its own puts the defaults back when it closes. Only the main thread
+    may set signal handlers; elsewhere (a test running the process's body on a thread) this does nothing
+    and the caller's `stop` is the only way to stop."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: None
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def install() -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handler)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    install()
     try:
-        yield
+        yield install
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -95,8 +95,8 @@ def run(
         logging.getLogger("kopf.objects").addFilter(_quiet_timers)
     stop = stop or threading.Event()
     # held from the first line to the last: a SIGTERM must never find the default disposition (which PID 1
-    # in a container drops) between our handler and kopf's, which kopf installs while it runs
-    with stop_on_signals(stop):
+    # in a container drops) before kopf installs its own handler, nor after kopf's loop takes it away
+    with stop_on_signals(stop) as reinstall_signal_handlers:
         catalog = catalog or Catalog.connect()
         config = config or OperatorConfig.from_env()
         port = int(os.environ.get("ACIDTABLES_METRICS_PORT") or 9108) if metrics_port is None else metrics_port
@@ -142,6 +142,7 @@ def run(
                     stop_flag=kopf_stop,
                 )
             finally:
+                reinstall_signal_handlers()  # kopf's loop, closing, put the default dispositions back
                 if not leadership.lost.is_set():
                     leadership.resign()
             if leadership.lost.is_set():

@@ -80,26 +80,48 @@ def test_executors_run_on_kubernetes_in_client_mode_owned_by_the_driver_pod() ->
     assert spark_conf(local, env) == {}
 
 
+#: a Kubernetes host name (spec.hostname): one DNS label
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def spark_executor_hostname(pod_name: str) -> str:
+    """What Spark 4's BasicExecutorFeatureStep makes an executor pod's host name of: the name's last 63
+    characters, leading non-word characters dropped, every other run of [^\\w-] made '_'."""
+    return re.sub(r"[^\w-]+", "_", re.sub(r"^[^\w]+", "", pod_name[-63:]))
+
+
 @pytest.mark.parametrize(
     "pod_name",
     [
         "big-driver-1",
         "nightly-compaction-of-the-orders-tables-driver-1",  # its 40th character is a '-'
         "orders.v2.nightly-compaction-of-orderss.driver-1",  # and here a '.'
+        "orders.v2-auto-17-minor-driver-1",  # a dot Spark would make '_' in the host name
         "x" * 39 + "-" + "y" * 30 + "-driver-12",
         "",  # no POD_NAME in the environment
     ],
 )
-def test_the_executors_name_prefix_is_one_spark_accepts(spark: Any, pod_name: str) -> None:
-    """Spark checks spark.kubernetes.executor.podNamePrefix when the driver starts: a prefix cut from the
-    driver pod's name used to end in '-' for some names, and every attempt of such a job failed."""
+def test_the_executors_name_prefix_is_one_spark_and_kubernetes_accept(spark: Any, pod_name: str) -> None:
+    """Spark checks spark.kubernetes.executor.podNamePrefix when the driver starts, and Kubernetes the
+    executors' host names Spark derives from it: a prefix cut from the driver pod's name used to end in
+    '-' for some names (the driver failed at its start), and kept a dot that Spark turns into '_' in the
+    host name (no executor pod could be created)."""
     prefix = executor_name_prefix(pod_name)
     jvm = spark.sparkContext._jvm
     entry = jvm.org.apache.spark.deploy.k8s.Config.KUBERNETES_EXECUTOR_POD_NAME_PREFIX()
     conf = jvm.org.apache.spark.SparkConf(False).set("spark.kubernetes.executor.podNamePrefix", prefix)
     assert conf.get(entry).get() == prefix  # Spark's own rule: it raises for a prefix it refuses
-    assert len(f"{prefix}-exec-{2**31 - 1}") <= 63  # still a host name
-    assert pod_name.startswith(prefix) or (not pod_name and prefix == "acidtables")
+    hostname = spark_executor_hostname(f"{prefix}-exec-{2**31 - 1}")
+    assert DNS_LABEL.match(hostname), hostname
+
+
+def test_two_attempts_of_a_long_named_job_never_share_executor_names() -> None:
+    """Cut at 40 characters, `<job>-driver-1` and `<job>-driver-2` made the same prefix, so the second
+    attempt's executors could collide with the first's still terminating."""
+    job = "nightly-compaction-of-the-orders-table-in-sales"
+    first, second = executor_name_prefix(f"{job}-driver-1"), executor_name_prefix(f"{job}-driver-2")
+    assert first != second and len(first) <= 40 and first.startswith("nightly-compaction-of-the")
+    assert executor_name_prefix("big-driver-1") == "big-driver-1"  # a short name stays as it is
 
 
 def test_etcd_tls_and_object_store_keys_reach_the_pod_by_reference() -> None:

@@ -5,23 +5,19 @@ commits a group twice; a group that loses to a concurrent commit is skipped and 
 exception, the winning version and operation) is reported. A job that committed nothing because it lost
 is Conflicted, which the operator does not retry; anything else that stops it is Failed.
 
-The job is its container's PID 1, to which the kernel delivers SIGTERM only through a handler: without
-one, a CompactionJob deleted (or a node drained) left its pod running the whole grace period and then
-killed it mid-write, its staged files left for cleanup and nothing said. SIGTERM now interrupts the job
-as Ctrl-C would: the group being staged is aborted (its staged files deleted), Spark is stopped, and the
-outcome says what was committed before the signal.
+SIGTERM (the job deleted, its node drained) stops the job at once (termination.py): the group being
+staged is aborted, Spark is stopped, and the outcome says what was committed before the signal.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
-import signal
+import re
 from collections.abc import Mapping, Sequence
-from types import FrameType
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from acidtables.core import (
@@ -35,25 +31,9 @@ from acidtables.spark import SparkTable, local_session, spark_session, stop_sess
 from acidtables.spark.compaction import staged_groups
 
 from .outcome import JobOutcome
+from .termination import TERMINATION, Terminated
 
 logger = logging.getLogger(__name__)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM: Kubernetes stops the pod. A KeyboardInterrupt, so that whatever cleans up after Ctrl-C
-    (an aborted transaction, PySpark's cancelled jobs) cleans up after it too."""
-
-
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    """Cancel Spark's running jobs first, as PySpark's own Ctrl-C handler does: the transaction being
-    staged is aborted on the way out, and its tasks must not go on writing files into it."""
-    context = SparkContext._active_spark_context
-    if context is not None:
-        try:
-            context.cancelAllJobs()
-        except Exception:  # a JVM already gone: nothing runs there
-            logger.info("cancelling Spark's jobs on %s failed", signal.Signals(signum).name, exc_info=True)
-    raise Terminated(f"stopped by {signal.Signals(signum).name}")
 
 
 def run_compaction(
@@ -72,34 +52,33 @@ def run_compaction(
     if kind == "cluster":
         try:
             prepared = table.cluster(list(cluster_by), where=where, commit=False)
-            with prepared:  # aborted if interrupted before its commit
+            # aborted if interrupted before its commit; a SIGTERM during the commit waits for its record
+            with prepared, TERMINATION.held():
                 prepared.transaction.set_app_transaction(f"compaction/{job_id}", 1)
                 removed = prepared.transaction.intent().removes
                 info = prepared.commit()
+                if not info.skipped:
+                    outcome.committed_versions.append(info.version)
+                    outcome.files_removed, outcome.files_added = info.files_removed, info.files_added
+                    outcome.bytes_rewritten = sum(f.size_bytes for f in removed)
         except ConcurrentModificationException as exc:
             outcome.phase, outcome.conflict, outcome.message = "Conflicted", _conflict(exc), str(exc)[:1000]
-            return outcome
-        if not info.skipped:
-            outcome.committed_versions.append(info.version)
-            outcome.files_removed, outcome.files_added = info.files_removed, info.files_added
-            outcome.bytes_rewritten = sum(f.size_bytes for f in removed)
         return outcome
     for group in staged_groups(
         table.spark, table.table, kind, where=where, target_file_bytes=target_file_bytes, job_id=job_id
     ):
         try:
-            with group:  # aborted if interrupted before its commit
+            # aborted if interrupted before its commit; a SIGTERM during the commit waits for its record
+            with group, TERMINATION.held():
                 info = group.commit()
+                if not info.skipped:  # skipped: this job already committed the group (a rerun)
+                    outcome.committed_versions.append(info.version)
+                    outcome.files_removed += info.files_removed
+                    outcome.files_added += info.files_added
+                    outcome.bytes_rewritten += int(group.summary.get("bytes", 0))
         except ConcurrentModificationException as exc:  # skipped; its files stay for the next run
             outcome.conflict, outcome.message = _conflict(exc), str(exc)[:1000]
             outcome.groups_skipped += 1
-            continue
-        if info.skipped:  # this job already committed the group (a rerun): nothing new
-            continue
-        outcome.committed_versions.append(info.version)
-        outcome.files_removed += info.files_removed
-        outcome.files_added += info.files_added
-        outcome.bytes_rewritten += int(group.summary.get("bytes", 0))
     if outcome.groups_skipped and not outcome.committed_versions:
         outcome.phase = "Conflicted"
     return outcome
@@ -187,11 +166,17 @@ def log_level_conf(conf: dict[str, str], directory: str) -> None:
 
 
 def executor_name_prefix(pod_name: str) -> str:
-    """What the executors' pod names start with: the driver pod's name, cut short so that theirs stay
-    host names (63 characters with `-exec-N`). Spark refuses a prefix that ends in `-` or `.` (not DNS
-    labels joined by dots) and the job then fails at its start, which a cut in the middle of
-    `nightly-compaction-...-driver-1` made of a perfectly good name."""
-    return pod_name[:40].rstrip("-.") or "acidtables"
+    """What the executors' pod names start with: the driver pod's name made a host name. Spark refuses a
+    prefix that ends in `-` or `.`, and makes each executor's host name of `<prefix>-exec-N` with every
+    character but letters, digits, `_` and `-` turned into `_`, which Kubernetes refuses in a host name:
+    a dot in a job's name (`orders.v2-...`) left its executors uncreated. So only lowercase letters,
+    digits and `-`, at most 40 characters (63 with `-exec-N`), and a name cut short ends in a digest of
+    the whole one, so that two attempts of one long-named job never share executor names."""
+    label = re.sub(r"[^a-z0-9-]+", "-", pod_name.lower()).strip("-")
+    if len(label) > 40:
+        digest = hashlib.sha256(pod_name.encode()).hexdigest()[:8]
+        label = f"{label[:31].rstrip('-')}-{digest}"
+    return label or "acidtables"
 
 
 def spark_conf(
@@ -268,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     outcome = JobOutcome()
     spark = None
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    TERMINATION.install()
     try:
         # Spark first: its JVM is a forked child, and forking once gRPC (the etcd client) runs its
         # threads can leave the child without the descriptors it needs (seen: the JVM exiting at once)
@@ -293,16 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.exception("compaction failed")
         outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
     finally:
-        # a second SIGTERM must not cut the clean-up short: the grace period's SIGKILL still bounds it
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        TERMINATION.ignore()  # stopping Spark and the report are not to be cut short
         if spark is not None:
             try:
                 stop_session(spark)
             except Exception:  # a JVM that died refuses to stop: the job's outcome is what the operator needs
                 logger.warning("stopping Spark failed; the job's outcome stands", exc_info=True)
-        signal.signal(signal.SIGTERM, previous)
     outcome.write(args.termination_log)
     logger.info("compaction of %s: %s", args.table, outcome.to_json())
+    TERMINATION.restore()
     return outcome.exit_code
 
 

@@ -177,19 +177,34 @@ FLOAT_WHERES = (
     "i + 0.1F = 1.1F",
     "f - 0.1 = 0",
     "f - 0.1F = 0",
+    "-f IN (-0.5F)",
+    "f = -0.1F",
+    "i = 1.0F",
+    "f = i",
+    "i BETWEEN 0.5F AND 2.5F",
+    "f BETWEEN 0.4 AND CAST('NaN' AS FLOAT)",
+    "f NOT BETWEEN 0.4 AND 0.6",
+    "b IN (9007199254740993)",
+    "b IN (1, 2.5)",
+    "b = 9.007199254740992E15",
+    "b + 0.5F > 0",
 )
 
 
 def test_float_comparisons_read_the_rows_spark_reads(spark: SparkSession, catalog: Catalog) -> None:
     """Reads without Spark (to_arrow, to_pandas, DuckDB, Polars) decide `where` row by row themselves:
-    `f IN (0.1)` on a FLOAT column returned the row Spark does not (0.1 made a FLOAT), and `f + 1` was
-    computed in FLOAT where Spark computes it in DOUBLE."""
-    schema = "id BIGINT, f FLOAT, d DOUBLE, i INT, m DECIMAL(10,1)"
+    `f IN (0.1)` on a FLOAT column returned the row Spark does not (0.1 made a FLOAT), `f + 1` was
+    computed in FLOAT where Spark computes it in DOUBLE, and BETWEEN skipped Spark's NaN order."""
+    schema = "id BIGINT, f FLOAT, d DOUBLE, i INT, m DECIMAL(10,1), b BIGINT"
     table = catalog.create_table("eq.floats", schema)
     t = SparkTable(spark, table)
     nan = float("nan")
-    data = [(1, 0.1, 0.1, 1, Decimal("1.0")), (2, 0.5, 0.5, 2, Decimal("2.0")), (3, nan, 1.0, 3, Decimal("3.0"))]
-    t.insert_into(spark.createDataFrame([*data, (4, None, None, None, None)], schema))
+    data = [
+        (1, 0.1, 0.1, 1, Decimal("1.0"), 2**53 + 1),  # past DOUBLE's integers: widened, rounded, never refused
+        (2, 0.5, 0.5, 2, Decimal("2.0"), 1),
+        (3, nan, 1.0, 3, Decimal("3.0"), 2),
+    ]
+    t.insert_into(spark.createDataFrame([*data, (4, None, None, None, None, None)], schema))
     wrong = {}
     for where in FLOAT_WHERES:
         expected = sorted(row.id for row in t.read().where(where).select("id").collect())

@@ -448,6 +448,8 @@ def test_a_nan_inside_a_struct_is_never_pruned_away(catalog: Catalog) -> None:
     [
         ("day >= TIMESTAMP '2026-01-01 10:00:00'", "a date compared with a timestamp"),
         ("s = 1", "a text compared with a number"),
+        ("s = 0.1D", "a text compared with a number"),  # a typed literal is a number too
+        ("s > -0.1F", "a text compared with a number"),
         ("s = DATE '2026-01-01'", "a text compared with a date"),
         ("id + 9223372036854775807 > 0", "overflows on the table's rows"),
         ("id = TRUE", "a number compared with a boolean"),

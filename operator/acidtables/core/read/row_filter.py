@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -119,6 +119,8 @@ class _Translator:
         self.by_lower = {name.lower(): name for name in types}
         self.table = table
         self.columns: set[str] = set()
+        #: whether a column's values are cast to DOUBLE (see RowFilter.prunable)
+        self.casts_columns = False
 
     # --- operands: a field with its type, or a literal waiting for one ------------------------------
 
@@ -140,9 +142,9 @@ class _Translator:
             if (
                 isinstance(inner, _Literal)
                 and isinstance(inner.value, int | float | Decimal)
-                and inner.arrow_type is None
+                and (inner.arrow_type is None or pa.types.is_floating(inner.arrow_type))
             ):
-                return _Literal(-inner.value)
+                return _Literal(-inner.value, inner.arrow_type)  # -0.1F is still a FLOAT
             value, value_type = self.value(inner, None)
             return pc.negate_checked(value), value_type
         if isinstance(node, exp.Cast | exp.TryCast) and isinstance(node.this, exp.Literal):
@@ -152,10 +154,10 @@ class _Translator:
             left_value, left_type = self.value(left, _type_of(right))
             right_value, right_type = self.value(right, left_type)
             left_type, right_type = _value_type(left_value, left_type), _value_type(right_value, right_type)
-            if _float_beside_other_number(left_type, right_type):
-                # ANSI Spark computes FLOAT with anything but a FLOAT as DOUBLE (f + 1 is a DOUBLE);
-                # Arrow would stay in FLOAT, and its rounding there makes other rows match
-                left_value, right_value = _as_double(left_value), _as_double(right_value)
+            if _compared_in_double(left_type, right_type):
+                # Spark computes a FLOAT or DOUBLE with any other number as DOUBLE (f + 1 is a DOUBLE):
+                # Arrow would stay in FLOAT, whose rounding makes other rows match
+                left_value, right_value = self.as_double(left_value), self.as_double(right_value)
                 return _ARITHMETIC[type(node)](left_value, right_value), pa.float64()
             return _ARITHMETIC[type(node)](left_value, right_value), left_type or right_type
         raise _Refused(f"{node.sql(dialect='spark')} ({type(node).__name__})")
@@ -212,6 +214,13 @@ class _Translator:
             return operand.typed(other), other if isinstance(operand.value, str) or operand.value is None else None
         return operand
 
+    def as_double(self, value: Any) -> Any:
+        """A column's expression or a typed literal, as a DOUBLE: rounded past 2**53 as Spark rounds, not
+        refused as Arrow's checked cast would."""
+        if not isinstance(value, pa.Scalar):
+            self.casts_columns = True
+        return value.cast(pa.float64(), safe=False)
+
     # --- conditions ----------------------------------------------------------------------------------
 
     def condition(self, node: exp.Expression) -> Any:
@@ -228,6 +237,10 @@ class _Translator:
             _check_comparable(left, right, node)
             left_value, left_type = self.value(left, _type_of(right))
             right_value, _ = self.value(right, left_type)
+            if _compared_in_double(
+                _value_type(left_value, _type_of(left)), _value_type(right_value, _type_of(right))
+            ):  # i = 1.0F, f = i, f = 0.1, b = 1e15: Spark compares in DOUBLE (Arrow: in FLOAT, or refuses)
+                left_value, right_value = self.as_double(left_value), self.as_double(right_value)
             nan_aware = _nan_ordered(node, left, right, left_value, right_value)
             if nan_aware is not None:
                 return nan_aware
@@ -247,7 +260,7 @@ class _Translator:
             values = [o.typed(field_type) for o in options if isinstance(o, _Literal)]
             present = [v.as_py() for v in values if v.is_valid]
             if _compared_as_double(field_type, [v.type for v in values]):
-                field, field_type = field.cast(pa.float64()), pa.float64()
+                field, field_type = self.as_double(field), pa.float64()
             try:
                 value_set = pa.array(present, field_type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
@@ -257,13 +270,10 @@ class _Translator:
             # false, so that NOT IN returns neither
             unknown = pc.is_null(field) | pc.scalar(len(present) < len(values))
             return pc.if_else(found, pc.scalar(True), pc.if_else(unknown, _NULL_BOOL, pc.scalar(False)))
-        if isinstance(node, exp.Between):
-            field = self.operand(node.this)
-            low, high = self.operand(node.args["low"]), self.operand(node.args["high"])
-            value, value_type = self.value(field, _type_of(low) or _type_of(high))
-            low_value, _ = self.value(low, value_type)
-            high_value, _ = self.value(high, value_type)
-            return pc.greater_equal(value, low_value) & pc.less_equal(value, high_value)
+        if isinstance(node, exp.Between):  # Spark's x >= low AND x <= high: their types, their NaN order
+            low = exp.GTE(this=node.this.copy(), expression=node.args["low"].copy())
+            high = exp.LTE(this=node.this.copy(), expression=node.args["high"].copy())
+            return self.condition(low) & self.condition(high)
         if isinstance(node, exp.Like) and isinstance(node.expression, exp.Literal) and node.expression.is_string:
             value, value_type = self.value(self.operand(node.this), None)
             if value_type is None or not pa.types.is_string(value_type):
@@ -291,13 +301,13 @@ def _numeric(arrow_type: pa.DataType | None) -> bool:
     )
 
 
-def _float_beside_other_number(left: pa.DataType | None, right: pa.DataType | None) -> bool:
-    return _numeric(left) and _numeric(right) and pa.float32() in (left, right) and left != right
-
-
-def _as_double(value: Any) -> Any:
-    """A column's expression or a typed literal, as a DOUBLE."""
-    return value.cast(pa.float64())
+def _compared_in_double(left: pa.DataType | None, right: pa.DataType | None) -> bool:
+    """Whether Spark computes or compares two numbers as DOUBLE where Arrow would not: a FLOAT or DOUBLE
+    beside any other number (ANSI widens INT with FLOAT to DOUBLE; Arrow casts a BIGINT past 2**53 to
+    DOUBLE only with an error, and an INT to FLOAT)."""
+    if not (_numeric(left) and _numeric(right)) or left == right:
+        return False
+    return bool(pa.types.is_floating(left) or pa.types.is_floating(right))
 
 
 def _compared_as_double(field_type: pa.DataType | None, value_types: list[pa.DataType]) -> bool:
@@ -325,6 +335,8 @@ def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
                 return "date"
             if pa.types.is_timestamp(operand.arrow_type):
                 return "timestamp"
+            if pa.types.is_floating(operand.arrow_type):  # 0.1F, 0.1D
+                return "number"
             return None
         return "text" if isinstance(operand.value, str) else "number"
     arrow_type = operand[1]
@@ -443,8 +455,17 @@ def _type_of(operand: tuple[Any, pa.DataType | None] | _Literal) -> pa.DataType 
     return operand[1]
 
 
-def row_filter(where: str, types: Mapping[str, pa.DataType], *, table: str) -> tuple[pc.Expression, frozenset[str]]:
-    """`where` as an expression over the columns named in `types` (the table's read schema), and the
+class RowFilter(NamedTuple):
+    expression: pc.Expression
+    #: the columns it reads
+    columns: frozenset[str]
+    #: whether Arrow may prune row groups by it: not where it casts a column to DOUBLE, since Arrow's
+    #: pruning casts the column's statistics with a checked cast and fails on a BIGINT past 2**53
+    prunable: bool
+
+
+def row_filter(where: str, types: Mapping[str, pa.DataType], *, table: str) -> RowFilter:
+    """`where` as an expression over the columns named in `types` (the table's read schema), with the
     columns it reads. InvalidArgumentError names an unknown column, a literal that is not of its
     column's type, a syntax error, or what the translation does not cover (with what it does)."""
     if not isinstance(where, str) or not where.strip():
@@ -465,7 +486,7 @@ def row_filter(where: str, types: Mapping[str, pa.DataType], *, table: str) -> t
         raise InvalidArgumentError(f"{table}: where {where!r} compares values of different types: {exc}") from None
     if not isinstance(expression, pc.Expression):
         expression = pc.scalar(expression)
-    return expression, frozenset(translator.columns)
+    return RowFilter(expression, frozenset(translator.columns), prunable=not translator.casts_columns)
 
 
-__all__ = ["SUPPORTED", "row_filter"]
+__all__ = ["SUPPORTED", "RowFilter", "row_filter"]

@@ -60,13 +60,14 @@ class TableScan:
         types = {f.name: f.type for f in table_schema}
         self._filter: pc.Expression | None = None
         filter_columns: frozenset[str] = frozenset()
+        prunable = True
         if where is not None:
-            self._filter, filter_columns = row_filter(where, types, table=meta.name)
+            self._filter, filter_columns, prunable = row_filter(where, types, table=meta.name)
         wanted = set(self.columns) | set(filter_columns)
         #: whether Arrow may prune row groups by the filter: not on FLOAT/DOUBLE columns, whose Parquet
         #: statistics (as pyarrow writes them) leave NaN out, so `x != 1` would skip a row group of 1.0 and NaN
-        #: (a struct's, list's or map's too)
-        self._pushdown = not any(_holds_floating(types[c]) for c in filter_columns)
+        #: (a struct's, list's or map's too), nor where the filter casts a column (RowFilter.prunable)
+        self._pushdown = prunable and not any(_holds_floating(types[c]) for c in filter_columns)
         #: what is read: the chosen columns and those the filter needs, in the table's order
         self._read_schema = pa.schema([f for f in table_schema if f.name in wanted])
         #: what a primary-key partition that must be merged reads: its key too, which the merge groups by

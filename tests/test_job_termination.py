@@ -13,6 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from acidtables.errors import CommitOutcomeUnknown
+from acidtables.jobs.compact import _stopped
+from acidtables.jobs.outcome import JobOutcome
 from acidtables.jobs.termination import Terminated, Termination
 
 
@@ -80,3 +83,27 @@ def test_held_does_nothing_where_no_handler_is_installed() -> None:
     with Termination().held():
         done.append(1)
     assert done == [1] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_commit_of_unknown_outcome_is_not_reported_as_nothing_committed(termination: Termination) -> None:
+    """etcd trouble and a drained node come together: the commit the signal waited for lost its answer,
+    and the outcome must say so, not that nothing was committed."""
+    outcome = JobOutcome(committed_versions=[4])
+    with pytest.raises(Terminated) as caught, termination.held():
+        sigterm()
+        raise CommitOutcomeUnknown("etcd's answer was lost; Table.find_commit('t-1') tells", txn_id="t-1")
+    message = _stopped(caught.value, outcome)
+    assert message.startswith("stopped by SIGTERM before it ended; versions [4] were committed")
+    assert "CommitOutcomeUnknown: etcd's answer was lost; Table.find_commit('t-1') tells" in message
+
+
+def test_installing_twice_still_restores_what_was_there_first() -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    handling = Termination()
+    try:
+        handling.install()
+        handling.install()  # as `python -m acidtables.jobs` and then main() do
+        handling.restore()
+        assert signal.getsignal(signal.SIGTERM) == previous
+    finally:
+        signal.signal(signal.SIGTERM, previous)

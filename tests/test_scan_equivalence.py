@@ -188,6 +188,12 @@ FLOAT_WHERES = (
     "b IN (1, 2.5)",
     "b = 9.007199254740992E15",
     "b + 0.5F > 0",
+    "b = 9007199254740993.0",  # a decimal literal beside an integer compares exactly, not as DOUBLE
+    "b > 9007199254740992.5",
+    "i = 2.0000000000000001",
+    "i IN (1.5, 2.0)",
+    "i < CAST('NaN' AS DOUBLE)",  # an integer widened to DOUBLE sorts below NaN
+    "i >= CAST('NaN' AS DOUBLE)",
 )
 
 

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from acidtables.core import exit_process
+from .termination import TERMINATION
 
-from .compact import main as compact
+# first, before the imports of Spark and the etcd client (seconds): the job is its container's PID 1,
+# which drops SIGTERM while it has no handler
+TERMINATION.install()
+
+from acidtables.core import exit_process  # noqa: E402
+
+from .compact import main as compact  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -84,6 +84,18 @@ def run_compaction(
     return outcome
 
 
+def _stopped(exc: Terminated, outcome: JobOutcome) -> str:
+    """What a job stopped by SIGTERM says: the versions it committed, and what the step the signal waited
+    for ended with (a commit whose outcome is unknown, a conflict), which it must not hide."""
+    done = f"versions {outcome.committed_versions} were" if outcome.committed_versions else "nothing was"
+    message = f"{exc} before it ended; {done} committed"
+    if exc.__cause__ is not None:
+        message += f"; the step it waited for ended with {type(exc.__cause__).__name__}: {exc.__cause__}"
+    if outcome.message:
+        message += f"; before that: {outcome.message}"
+    return message
+
+
 def _conflict(exc: ConcurrentModificationException) -> dict[str, object]:
     """The conflict as status shows it: which commit won, and the named exception."""
     return {
@@ -253,30 +265,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     outcome = JobOutcome()
     spark = None
-    TERMINATION.install()
+    TERMINATION.install()  # again (python -m acidtables.jobs installed it first): main() may run alone
     try:
-        # Spark first: its JVM is a forked child, and forking once gRPC (the etcd client) runs its
-        # threads can leave the child without the descriptors it needs (seen: the JVM exiting at once)
-        spark = _session(args)
-        with Catalog.connect() as catalog:
-            table = catalog.table(args.table)
-            run_compaction(
-                SparkTable(spark, table),
-                args.type,
-                job_id=args.job_id,
-                where=args.where,
-                target_file_bytes=args.target_file_bytes,
-                cluster_by=[c for c in args.cluster_by.split(",") if c],
-                outcome=outcome,
-            )
-    except Terminated as exc:
-        done = f"versions {outcome.committed_versions} were" if outcome.committed_versions else "nothing was"
-        outcome.phase, outcome.message = "Failed", f"{exc} before it ended; {done} committed"
-    except AcidTablesError as exc:
-        outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # the operator must learn why, whatever it was
-        logger.exception("compaction failed")
-        outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
+        try:
+            # Spark first: its JVM is a forked child, and forking once gRPC (the etcd client) runs its
+            # threads can leave the child without the descriptors it needs (seen: the JVM exiting at once)
+            spark = _session(args)
+            with Catalog.connect() as catalog:
+                table = catalog.table(args.table)
+                run_compaction(
+                    SparkTable(spark, table),
+                    args.type,
+                    job_id=args.job_id,
+                    where=args.where,
+                    target_file_bytes=args.target_file_bytes,
+                    cluster_by=[c for c in args.cluster_by.split(",") if c],
+                    outcome=outcome,
+                )
+        except AcidTablesError as exc:
+            outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the operator must learn why, whatever it was
+            logger.exception("compaction failed")
+            outcome.phase, outcome.message = "Failed", f"{type(exc).__name__}: {exc}"
+    except Terminated as exc:  # during the work, or while a failure above was being described
+        outcome.phase, outcome.message = "Failed", _stopped(exc, outcome)
     finally:
         TERMINATION.ignore()  # stopping Spark and the report are not to be cut short
         if spark is not None:

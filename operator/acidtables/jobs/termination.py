@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
-
-from pyspark import SparkContext
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +35,8 @@ def cancel_spark_jobs() -> None:
     writing into the staging directory the abort is about to delete. From a thread of its own: with
     PySpark's pinned threads the main thread's py4j connection is busy with the action it waits on, and
     a second command on it never gets through."""
+    from pyspark import SparkContext  # here: the handler is installed before the job imports Spark
+
     context = SparkContext._active_spark_context
     if context is None:
         return
@@ -57,10 +58,14 @@ class Termination:
     def __init__(self) -> None:
         self._holding = 0
         self._pending: str | None = None
+        self._installed = False
         self._previous: Any = None
 
     def install(self) -> None:
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        """Handle SIGTERM from now on; `restore()` puts back what was there before the first call."""
+        previous = signal.signal(signal.SIGTERM, self._handle)
+        if not self._installed:
+            self._installed, self._previous = True, previous
 
     def ignore(self) -> None:
         """From here on the job only reports and cleans up: a signal must not cut that short (the grace
@@ -68,9 +73,9 @@ class Termination:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     def restore(self) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+            self._installed, self._previous = False, None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.ignore()  # one is enough: a second one must not interrupt the clean-up the first began
@@ -83,8 +88,9 @@ class Termination:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Run a step that must end as a whole; a SIGTERM during it is raised once it has ended (over any
-        error it raised: the job stops either way)."""
+        """Run a step that must end as a whole; a SIGTERM during it is raised once it has ended, over any
+        error it raised (the job stops either way), which becomes the Terminated's cause: a commit whose
+        outcome is unknown must not be reported as nothing committed."""
         self._holding += 1
         try:
             yield
@@ -92,7 +98,7 @@ class Termination:
             self._holding -= 1
             if not self._holding and self._pending is not None:
                 reason, self._pending = self._pending, None
-                raise Terminated(reason)
+                raise Terminated(reason) from sys.exc_info()[1]
 
 
 #: the process's one handler (a job process runs one job)

@@ -69,6 +69,8 @@ class _Literal:
             return pc.cast(pa.scalar(self.value, self.arrow_type), _naive(target)).cast(target)
         if self.arrow_type is not None:
             return pa.scalar(self.value, self.arrow_type)
+        if isinstance(self.value, Decimal) and target is not None and pa.types.is_integer(target):
+            return pa.scalar(self.value)  # Spark compares an integer with a decimal literal as decimals: exact
         if isinstance(self.value, Decimal) and (target is None or not pa.types.is_decimal(target)):
             return pa.scalar(float(self.value))  # Spark compares a decimal literal with a double as doubles
         integer = isinstance(self.value, int) and not isinstance(self.value, bool)
@@ -241,6 +243,9 @@ class _Translator:
                 _value_type(left_value, _type_of(left)), _value_type(right_value, _type_of(right))
             ):  # i = 1.0F, f = i, f = 0.1, b = 1e15: Spark compares in DOUBLE (Arrow: in FLOAT, or refuses)
                 left_value, right_value = self.as_double(left_value), self.as_double(right_value)
+                # and in DOUBLE's NaN order: `i < CAST('NaN' AS DOUBLE)` holds for every number
+                left = left if isinstance(left, _Literal) else (left_value, pa.float64())
+                right = right if isinstance(right, _Literal) else (right_value, pa.float64())
             nan_aware = _nan_ordered(node, left, right, left_value, right_value)
             if nan_aware is not None:
                 return nan_aware
@@ -259,8 +264,13 @@ class _Translator:
                 raise _Refused(f"{node.sql(dialect='spark')} (IN takes literals here)")
             values = [o.typed(field_type) for o in options if isinstance(o, _Literal)]
             present = [v.as_py() for v in values if v.is_valid]
+            with_null = len(present) < len(values)
             if _compared_as_double(field_type, [v.type for v in values]):
                 field, field_type = self.as_double(field), pa.float64()
+                present = [float(v) for v in present]
+            elif field_type is not None and pa.types.is_integer(field_type):
+                # a decimal value compares exactly: 2.5 is no integer's, 2.0 is 2's
+                present = [int(v) for v in present if v == int(v)]
             try:
                 value_set = pa.array(present, field_type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
@@ -268,7 +278,7 @@ class _Translator:
             found = pc.is_in(field, value_set=value_set) if present else pc.scalar(False)
             # Spark's three-valued IN: NULL IN (...) is NULL, and x IN (1, NULL) is true or NULL, never
             # false, so that NOT IN returns neither
-            unknown = pc.is_null(field) | pc.scalar(len(present) < len(values))
+            unknown = pc.is_null(field) | pc.scalar(with_null)
             return pc.if_else(found, pc.scalar(True), pc.if_else(unknown, _NULL_BOOL, pc.scalar(False)))
         if isinstance(node, exp.Between):  # Spark's x >= low AND x <= high: their types, their NaN order
             low = exp.GTE(this=node.this.copy(), expression=node.args["low"].copy())

@@ -62,5 +62,5 @@ def stop_on_signals(stop: threading.Event) -> Iterator[Callable[[], None]]:
     try:
         yield install
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        for sig, old in previous.items():  # None: a handler not set from Python, which cannot be put back
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)

@@ -321,16 +321,9 @@ def _compared_in_double(left: pa.DataType | None, right: pa.DataType | None) -> 
 
 
 def _compared_as_double(field_type: pa.DataType | None, value_types: list[pa.DataType]) -> bool:
-    """Whether Spark's IN compares a numeric field with these values as doubles, in their widest type as
-    `=` does: 0.1 (a DECIMAL literal), 0.1D or '0.1' beside a FLOAT make it DOUBLE, in which no FLOAT is
-    0.1; any FLOAT or DOUBLE value beside an integer or a DECIMAL does too (ANSI widens INT with FLOAT to
-    DOUBLE). Only FLOAT values beside a FLOAT stay FLOAT."""
-    floating = [t for t in value_types if pa.types.is_floating(t)]
-    if not floating or field_type is None or field_type == pa.float64():
-        return False
-    if pa.types.is_float32(field_type):
-        return any(t != pa.float32() for t in floating)
-    return bool(pa.types.is_integer(field_type) or pa.types.is_decimal(field_type))
+    """Whether Spark's IN compares a field with these values as doubles: when `=` would with any one of
+    them (0.1, 0.1D or '0.1' beside a FLOAT; a FLOAT or DOUBLE beside an integer or a DECIMAL)."""
+    return any(_compared_in_double(field_type, value_type) for value_type in value_types)
 
 
 def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
@@ -356,7 +349,7 @@ def _kind(operand: tuple[Any, pa.DataType | None] | _Literal) -> str | None:
         return "boolean"
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return "text"
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type):
+    if _numeric(arrow_type):
         return "number"
     if pa.types.is_date(arrow_type):
         return "date"

@@ -132,6 +132,24 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("ACIDTABLES_")}
 
 
+def _job_env(etcd_server: EmbeddedEtcd, etcd_prefix: str, catalog: Catalog) -> dict[str, str]:
+    """What the operator gives a job pod: the catalog's etcd and warehouse, and nothing else of ours."""
+    return {
+        **_env(),
+        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
+        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
+        "ACIDTABLES_WAREHOUSE": catalog.settings.warehouse,
+    }
+
+
+def _compact_command(table: str, job_id: str, log: Path) -> list[str]:
+    """The job pod's entry point, `python -m acidtables.jobs compact`, for a minor compaction in local mode."""
+    return [
+        *(sys.executable, "-m", "acidtables.jobs", "compact", "--table", table, "--type", "minor"),
+        *("--job-id", job_id, "--termination-log", str(log)),
+    ]
+
+
 @contextmanager
 def _holding_etcd(root: Path) -> Iterator[None]:
     """A process that starts the embedded etcd under `root` with four tables and owns it; the processes
@@ -208,30 +226,12 @@ def test_a_compaction_job_exits_0_every_time(
         with table.begin("insert_into") as tx:
             tx.add_files([staged_parquet(tx, {"dt": "a"}, rows=2)])
             tx.commit()
-    env = {
-        **_env(),
-        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
-        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
-        "ACIDTABLES_WAREHOUSE": catalog.settings.warehouse,
-    }
+    env = _job_env(etcd_server, etcd_prefix, catalog)
     outcomes = []
     for run in range(3):
         log = tmp_path / f"outcome-{run}.json"
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "acidtables.jobs",
-                "compact",
-                "--table",
-                "s.small",
-                "--type",
-                "minor",
-                "--job-id",
-                f"job-{run}",
-                "--termination-log",
-                str(log),
-            ],
+            _compact_command("s.small", f"job-{run}", log),
             capture_output=True,
             text=True,
             timeout=300,
@@ -261,15 +261,9 @@ def test_a_compaction_job_stopped_by_sigterm_ends_at_once_and_says_what_it_commi
     data = Path(table.location) / "data"
     written = {path for path in data.rglob("*.parquet")}
     log = tmp_path / "outcome.json"
-    env = {
-        **_env(),
-        "ACIDTABLES_ETCD_ENDPOINTS": etcd_server.endpoint,
-        "ACIDTABLES_ETCD_PREFIX": etcd_prefix,
-        "ACIDTABLES_WAREHOUSE": catalog.settings.warehouse,
-    }
-    command = [sys.executable, "-m", "acidtables.jobs", "compact", "--table", "s.parted", "--type", "minor"]
+    env = _job_env(etcd_server, etcd_prefix, catalog)
     job = subprocess.Popen(
-        [*command, "--job-id", "stopped", "--termination-log", str(log)],
+        _compact_command("s.parted", "stopped", log),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -6,8 +6,8 @@ import sys
 
 from .termination import TERMINATION
 
-# first, before the imports of Spark and the etcd client (seconds): the job is its container's PID 1,
-# which drops SIGTERM while it has no handler
+# first, before Spark is imported and started (seconds): the job is its container's PID 1, which drops
+# SIGTERM while it has no handler (`-m` has imported the package, acidtables.core, about a second, already)
 TERMINATION.install()
 
 from acidtables.core import exit_process  # noqa: E402
